@@ -1,0 +1,5 @@
+"""``python -m quotaform``."""
+
+from quotaform.cli.app import main
+
+main()

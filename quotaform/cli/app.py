@@ -1,0 +1,87 @@
+"""The ``quotaform`` command line.
+
+Commands are thin: parse options, call one library function, render, return.
+Every :class:`~quotaform.errors.QuotaformError` is caught once, here, printed to
+standard error and turned into its documented exit code.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from quotaform import __version__
+from quotaform.errors import QuotaformError
+
+__all__ = ["app", "main"]
+
+_stderr = Console(stderr=True)
+
+
+class _QuotaformGroup(TyperGroup):
+    """Turns a QuotaformError from any subcommand into a message and an exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except QuotaformError as exc:
+            _stderr.print(
+                f"[bold red]Error:[/] {exc}", highlight=False, markup=True, soft_wrap=True
+            )
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=_QuotaformGroup,
+    name="quotaform",
+    help="Quota-as-code for Apache Kafka client quotas: manifests, plan, apply.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"quotaform {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log progress and RPCs to standard error.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Quota-as-code for Apache Kafka client quotas."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        # kafka-python reports reconnects at WARNING; they are noise for a CLI user.
+        logging.getLogger("kafka").setLevel(logging.ERROR)
+
+
+def _register() -> None:
+    from quotaform.cli.quotas import register
+    from quotaform.cli.sandbox import sandbox_app
+
+    register(app)
+    app.add_typer(sandbox_app, name="sandbox", help="Run a local single-node Kafka broker.")
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,292 @@
+"""``quotaform validate | plan | apply``.
+
+Exit codes:
+
+* validate: 0 valid, 1 invalid.
+* plan: 0 success, 1 error; with ``--detailed-exitcode`` 0 no changes,
+  1 error, 2 changes present.
+* apply: 0 applied and read back (or nothing to do); 1 error with nothing
+  applied (bad manifests, connection, wrong cluster, deletes not allowed,
+  validate_only pre-check rejected, cancelled); 3 partial failure (some
+  entities applied, others failed or unknown); 4 every alter succeeded but the
+  read-back did not match within ``--readback-timeout``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+
+from quotaform.apply import ApplyResult, ApplyStatus, EntityOutcome, apply_plan, check_deletes
+from quotaform.manifest import load_manifests
+from quotaform.plan import Plan
+from quotaform.render import entity_label, render_json, render_markdown, render_text
+from quotaform.wire import ConnectionSettings, load_connection_settings
+from quotaform.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
+from quotaform.workflow import connect, make_plan
+
+__all__ = ["EXIT_NOT_CONVERGED", "EXIT_PARTIAL", "register"]
+
+EXIT_CHANGES = 2
+EXIT_PARTIAL = 3
+EXIT_NOT_CONVERGED = 4
+
+
+class OutputFormat(enum.StrEnum):
+    """Plan renderings."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+Manifests = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Manifest files or directories (searched recursively for *.yaml, *.yml).",
+        show_default=False,
+    ),
+]
+BootstrapServer = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-server",
+        envvar=ENV_BOOTSTRAP,
+        help="Kafka bootstrap server(s), HOST:PORT[,HOST:PORT].",
+        show_default=False,
+    ),
+]
+CommandConfig = Annotated[
+    Path | None,
+    typer.Option(
+        "--command-config",
+        envvar=ENV_COMMAND_CONFIG,
+        help="Kafka client properties file (security.protocol, sasl.*, ssl.*), as for "
+        "kafka-configs. Secrets may come from QUOTAFORM_SASL_USERNAME / "
+        "QUOTAFORM_SASL_PASSWORD instead.",
+        show_default=False,
+    ),
+]
+Output = Annotated[OutputFormat, typer.Option("--output", "-o", help="How to print the plan.")]
+AllowDeletes = Annotated[
+    bool,
+    typer.Option(
+        "--allow-deletes",
+        help="Allow deleting in-scope entities that no manifest declares "
+        "(same as spec.allowDeletes: true).",
+    ),
+]
+
+
+def _settings(bootstrap_server: str | None, command_config: Path | None) -> ConnectionSettings:
+    return load_connection_settings(
+        bootstrap_server=bootstrap_server, command_config=command_config
+    )
+
+
+def _print_plan(plan: Plan, output: OutputFormat, console: Console) -> None:
+    if output is OutputFormat.json:
+        sys.stdout.write(render_json(plan))
+    elif output is OutputFormat.markdown:
+        sys.stdout.write(render_markdown(plan))
+    else:
+        console.print(render_text(plan), highlight=False, soft_wrap=True)
+
+
+def validate(manifests: Manifests) -> None:
+    """Check manifests offline: syntax, fields, quota values, scope. No RPC."""
+    desired = load_manifests(manifests)
+    err = Console(stderr=True)
+    for warning in desired.warnings:
+        err.print(f"Warning: {warning}", style="yellow", highlight=False)
+    typer.echo(
+        f"Valid: {len(desired.entities)} entities for cluster {desired.cluster!r} "
+        f"in {len(desired.scope.rules)} scope rule(s)."
+    )
+
+
+def plan(
+    manifests: Manifests,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
+    output: Output = OutputFormat.text,
+    allow_deletes: AllowDeletes = False,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option(
+            "--detailed-exitcode", help="Exit 0 with no changes, 1 on error, 2 with changes."
+        ),
+    ] = False,
+) -> None:
+    """Show what apply would change. Reads the cluster with a read-only client."""
+    with connect(_settings(bootstrap_server, command_config), read_only=True) as client:
+        _, the_plan = make_plan(manifests, client, allow_deletes=allow_deletes)
+    _print_plan(the_plan, output, Console())
+    if detailed_exitcode and the_plan.summary.has_changes:
+        raise typer.Exit(EXIT_CHANGES)
+
+
+def _confirm(console: Console) -> bool:
+    console.print(
+        "\nDo you want to perform these actions?\n"
+        "  quotaform will perform the actions described above.\n"
+        "  Only 'yes' will be accepted to approve.\n",
+        highlight=False,
+    )
+    answer: str = typer.prompt("  Enter a value", default="", show_default=False)
+    return answer.strip() == "yes"
+
+
+def apply(
+    manifests: Manifests,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
+    output: Output = OutputFormat.text,
+    allow_deletes: AllowDeletes = False,
+    auto_approve: Annotated[
+        bool, typer.Option("--auto-approve", help="Skip the typed 'yes' (for pipelines).")
+    ] = False,
+    readback_timeout: Annotated[
+        float,
+        typer.Option(
+            "--readback-timeout", help="Seconds to wait for the cluster to show the plan."
+        ),
+    ] = 30.0,
+) -> None:
+    """Plan, ask for 'yes', then apply: validate_only pre-check, alter, read-back.
+
+    Exit codes: 0 applied, 1 nothing applied (error, rejected, cancelled),
+    3 partial failure, 4 read-back did not match in time.
+    """
+    console = Console()
+    err = Console(stderr=True)
+    with connect(_settings(bootstrap_server, command_config), read_only=False) as client:
+        _, the_plan = make_plan(manifests, client, allow_deletes=allow_deletes)
+        _print_plan(the_plan, output, console if output is OutputFormat.text else err)
+        if not the_plan.summary.has_changes:
+            return
+        check_deletes(the_plan)
+        if not auto_approve and not _confirm(console):
+            err.print("Apply cancelled.", style="bold red")
+            raise typer.Exit(1)
+        with _progress(err) as on_progress:
+            result = apply_plan(
+                the_plan, client, on_progress=on_progress, readback_timeout_s=readback_timeout
+            )
+    _report(result, output, console)
+    raise typer.Exit(_EXIT[result.status])
+
+
+_EXIT = {
+    ApplyStatus.NOTHING_TO_DO: 0,
+    ApplyStatus.APPLIED: 0,
+    ApplyStatus.REJECTED: 1,
+    ApplyStatus.PARTIAL: EXIT_PARTIAL,
+    ApplyStatus.NOT_CONVERGED: EXIT_NOT_CONVERGED,
+}
+
+
+class _progress:
+    """A rich progress bar on standard error while apply runs (a TTY only)."""
+
+    def __init__(self, console: Console) -> None:
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> Callable[[str, int, int], None]:
+        self.bar.start()
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in self.tasks:
+                self.tasks[stage] = self.bar.add_task(stage, total=total)
+            self.bar.update(self.tasks[stage], completed=done, total=total)
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+
+def _report(result: ApplyResult, output: OutputFormat, console: Console) -> None:
+    if output is OutputFormat.json:
+        doc = {
+            "status": result.status.value,
+            "entities": [
+                {
+                    "entity": r.change.entity.as_dict(),
+                    "action": r.change.action.value,
+                    "outcome": r.outcome.value,
+                    "message": r.message,
+                    "converged": r.converged,
+                }
+                for r in result.entities
+            ],
+            "rpc_counts": dict(result.rpc_counts),
+        }
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        return
+    if result.status is ApplyStatus.REJECTED:
+        rejected = [r for r in result.entities if r.message]
+        console.print(
+            f"\nApply refused by the validate_only pre-check: {len(rejected)} "
+            f"entit{'y' if len(rejected) == 1 else 'ies'} rejected. Nothing was applied.",
+            style="bold red",
+            highlight=False,
+        )
+        for r in rejected:
+            console.print(f"  ! {entity_label(r.change.entity)}: {r.message}", highlight=False)
+        return
+    counts = {o: len(result.by_outcome(o)) for o in EntityOutcome}
+    for r in result.entities:
+        if r.outcome is EntityOutcome.FAILED:
+            console.print(
+                f"  failed   {entity_label(r.change.entity)}: {r.message}",
+                style="red",
+                highlight=False,
+            )
+        elif r.outcome is EntityOutcome.UNKNOWN:
+            seen = "matches the plan" if r.converged else "does not match the plan"
+            console.print(
+                f"  unknown  {entity_label(r.change.entity)}: {r.message}; read-back {seen}",
+                style="yellow",
+                highlight=False,
+            )
+        elif not r.converged:
+            console.print(
+                f"  applied  {entity_label(r.change.entity)}, but read-back shows "
+                f"{dict(r.live_after or {})} instead of {dict(r.change.after)}",
+                style="yellow",
+                highlight=False,
+            )
+    rpcs = ", ".join(f"{n} {api}" for api, n in result.rpc_counts.items())
+    line = (
+        f"Apply {'complete' if result.status is ApplyStatus.APPLIED else 'incomplete'}: "
+        f"{counts[EntityOutcome.APPLIED]} applied, {counts[EntityOutcome.FAILED]} failed, "
+        f"{counts[EntityOutcome.UNKNOWN]} unknown; read-back "
+        f"{'matched' if all(r.converged for r in result.entities) else 'did NOT match'} "
+        f"after {result.readback_seconds:.1f}s ({rpcs})."
+    )
+    style = "bold green" if result.status is ApplyStatus.APPLIED else "bold red"
+    console.print("\n" + line, style=style, highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add validate, plan and apply to ``app``."""
+    app.command()(validate)
+    app.command()(plan)
+    app.command()(apply)

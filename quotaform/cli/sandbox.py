@@ -1,0 +1,120 @@
+"""``quotaform sandbox up | status | down``: a local single-node Kafka broker.
+
+``up`` prints only the bootstrap address (``127.0.0.1:PORT``) on standard
+output, so ``export QUOTAFORM_BOOTSTRAP_SERVER=$(quotaform sandbox up)`` works;
+progress goes to standard error.
+
+Exit codes of ``status`` (as LSB init scripts): 0 running and answering,
+3 not running, 4 process alive but not answering (still starting, or hung).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from quotaform.sandbox import (
+    DEFAULT_KAFKA_VERSION,
+    DEFAULT_SANDBOX_NAME,
+    SandboxState,
+    broker_status,
+    ensure_kafka_jars,
+    start_broker,
+    stop_broker,
+)
+
+__all__ = ["EXIT_NOT_RUNNING", "EXIT_UNRESPONSIVE", "sandbox_app"]
+
+EXIT_NOT_RUNNING = 3
+EXIT_UNRESPONSIVE = 4
+
+sandbox_app = typer.Typer(
+    name="sandbox",
+    help="Run a local single-node KRaft Kafka broker (needs Java 17+; Maven on first use).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+_stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+Name = Annotated[
+    str,
+    typer.Option(
+        "--name",
+        help="Sandbox name; several named sandboxes can run side by side.",
+    ),
+]
+
+
+@sandbox_app.command("up")
+def up(
+    kafka_version: Annotated[
+        str, typer.Option("--kafka-version", help="Apache Kafka release to run.")
+    ] = DEFAULT_KAFKA_VERSION,
+    name: Name = DEFAULT_SANDBOX_NAME,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1.0,
+            help="Seconds to wait for the broker to answer (jar download not included).",
+        ),
+    ] = 90.0,
+) -> None:
+    """Start the sandbox broker (or find it running) and print its bootstrap address."""
+    broker = start_broker(
+        version=kafka_version,
+        name=name,
+        timeout_s=timeout,
+        on_progress=lambda message: _stderr.print(message, markup=False),
+    )
+    _stderr.print(
+        f"Sandbox {name!r}: Kafka {broker.version}, cluster id {broker.cluster_id}, "
+        f"pid {broker.pid}, log {broker.log_path}",
+        markup=False,
+    )
+    typer.echo(broker.bootstrap)
+
+
+@sandbox_app.command("fetch")
+def fetch(
+    kafka_version: Annotated[
+        str, typer.Option("--kafka-version", help="Apache Kafka release to fetch.")
+    ] = DEFAULT_KAFKA_VERSION,
+) -> None:
+    """Download the broker's jars with Maven into the cache (once) and print their folder."""
+    libs = ensure_kafka_jars(
+        kafka_version, on_progress=lambda message: _stderr.print(message, markup=False)
+    )
+    typer.echo(str(libs))
+
+
+@sandbox_app.command("status")
+def status(name: Name = DEFAULT_SANDBOX_NAME) -> None:
+    """Show whether the sandbox runs (exit 0 running, 3 not running, 4 not answering)."""
+    found = broker_status(name=name)
+    broker = found.broker
+    if broker is None:
+        typer.echo(f"Sandbox {name!r} is not running.")
+        raise typer.Exit(EXIT_NOT_RUNNING)
+    typer.echo(
+        f"Sandbox {name!r} is {found.state.value}: {broker.bootstrap}, Kafka {broker.version}, "
+        f"cluster id {broker.cluster_id}, pid {broker.pid}, data {broker.data_dir}"
+    )
+    if found.state is not SandboxState.RUNNING:
+        raise typer.Exit(EXIT_UNRESPONSIVE)
+
+
+@sandbox_app.command("down")
+def down(name: Name = DEFAULT_SANDBOX_NAME) -> None:
+    """Stop the sandbox broker and delete its data (nothing to do if it is not running)."""
+    broker = stop_broker(name=name)
+    if broker is None:
+        _stderr.print(f"Sandbox {name!r} is not running.", markup=False)
+    else:
+        _stderr.print(
+            f"Stopped sandbox {name!r} (pid {broker.pid}) and removed {broker.data_dir}",
+            markup=False,
+        )

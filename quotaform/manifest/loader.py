@@ -1,0 +1,596 @@
+"""Load manifest files into a :class:`~quotaform.desired.DesiredState`.
+
+Strict loading (topicctl's rule): every problem in every file is collected and
+reported together, each with its file, 1-based line and field path, in one
+:class:`ManifestError`. Lines come from ruamel.yaml's round-trip nodes, which
+remember where each key and item was written; pydantic's error locations are
+walked down that node tree.
+
+Nothing here talks to Kafka.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType, UnionType
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from quotaform.desired import (
+    DesiredEntity,
+    DesiredState,
+    Scope,
+    ScopeRule,
+    SourceLocation,
+    shape_from_name,
+    shape_name,
+)
+from quotaform.entity import QUOTA_KEYS, Entity
+from quotaform.errors import QuotaformError
+from quotaform.manifest.models import (
+    ManifestDocument,
+    QuotaEntry,
+    QuotaValues,
+    ScopeEntry,
+)
+from quotaform.units import render_raw
+
+__all__ = ["MANIFEST_SUFFIXES", "ManifestError", "ManifestProblem", "load_manifests"]
+
+#: File suffixes picked up when a directory is given.
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+Loc = tuple[int | str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestProblem:
+    """One thing wrong with the manifests.
+
+    Attributes:
+        path: the file, as given or as found under a given directory.
+        line: 1-based line of the offending key or item, ``None`` when unknown
+            (unreadable file, a problem of the whole set).
+        field: dotted field path inside the document, e.g.
+            ``spec.quotas[2].values.producer_byte_rate``; ``(yaml)`` for YAML
+            syntax, ``(file)`` for files that cannot be read.
+        message: what is wrong and, where possible, how to fix it.
+    """
+
+    path: str
+    line: int | None
+    field: str
+    message: str
+
+    def sort_key(self) -> tuple[str, int, str, str]:
+        """By path, then line (unknown lines first), field, message."""
+        return (self.path, self.line or 0, self.field, self.message)
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.field}: {self.message}"
+
+
+class ManifestError(QuotaformError):
+    """The manifests are invalid; ``problems`` lists every problem found.
+
+    ``str()`` gives one problem per line, ``path:line: field: message``, sorted
+    by path and line. The CLI exits with ``exit_code`` 1.
+    """
+
+    exit_code = 1
+
+    def __init__(self, problems: Sequence[ManifestProblem]) -> None:
+        self.problems: tuple[ManifestProblem, ...] = tuple(
+            sorted(problems, key=ManifestProblem.sort_key)
+        )
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _find_files(paths: Sequence[str | Path], problems: list[ManifestProblem]) -> list[Path]:
+    """Files to read, in order: given files as they are; directories expanded
+    recursively to ``*.yaml`` / ``*.yml`` sorted by relative path, skipping hidden
+    files and directories (editor droppings, ``.git``). A file reached twice is
+    read once."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            members = sorted(
+                (
+                    p
+                    for p in path.rglob("*")
+                    if p.suffix in MANIFEST_SUFFIXES
+                    and p.is_file()
+                    and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                ),
+                key=lambda p: p.relative_to(path).as_posix(),
+            )
+            if not members:
+                problems.append(
+                    ManifestProblem(str(path), None, "(file)", "no *.yaml or *.yml files found")
+                )
+        elif path.exists():
+            members = [path]
+        else:
+            problems.append(ManifestProblem(str(path), None, "(file)", "no such file or directory"))
+            continue
+        for member in members:
+            key = member.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(member)
+    return found
+
+
+def _yaml_problem(path: str, exc: YAMLError) -> ManifestProblem:
+    if not isinstance(exc, MarkedYAMLError):
+        return ManifestProblem(path, None, "(yaml)", f"invalid YAML: {exc}")
+    mark = exc.problem_mark or exc.context_mark
+    message = f"invalid YAML: {exc.problem or exc.context}"
+    if exc.problem and exc.context:
+        context_line = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
+        message += f" ({exc.context}{context_line})"
+    return ManifestProblem(path, mark.line + 1 if mark else None, "(yaml)", message)
+
+
+def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tuple[Any, Node]]:
+    """``(plain data, node)`` of each non-empty document; YAML errors become
+    problems (documents before the error are kept).
+
+    libyaml (ruamel.yaml.clib) composes the node tree, whose marks give line
+    numbers; ruamel's safe constructor turns the same nodes into plain Python
+    (YAML 1.2 types, duplicate keys refused). Round-trip loading gave the same
+    answers about seven times slower (see benchmarks/README.md).
+    """
+    display = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(ManifestProblem(display, None, "(file)", f"not UTF-8 text: {exc.reason}"))
+        return
+    except OSError as exc:
+        problems.append(ManifestProblem(display, None, "(file)", f"cannot read: {exc.strerror}"))
+        return
+    yaml = YAML(typ="safe", pure=False)
+    try:
+        for node in yaml.compose_all(text):
+            if node is None or (isinstance(node, ScalarNode) and str(node.tag).endswith(":null")):
+                continue
+            yield yaml.constructor.construct_document(node), node
+    except YAMLError as exc:
+        problems.append(_yaml_problem(display, exc))
+
+
+# ----------------------------------------------------------------- locations
+
+
+def _child(node: Node, part: int | str) -> Node | _KeyAt | None:
+    """The node under ``part`` (a mapping key or a sequence index), if present."""
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            if isinstance(key, ScalarNode) and key.value == str(part):
+                return _KeyAt(key, value)
+    elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+        item: Node = node.value[part]
+        return item
+    return None
+
+
+class _KeyAt:
+    """A mapping value reached through its key: located at the key's line
+    (where a reader looks for the field), descending into the value."""
+
+    def __init__(self, key: Node, value: Node) -> None:
+        self.start_mark = key.start_mark
+        self.value_node = value
+
+
+def _resolve(root: Node, loc: Loc) -> tuple[int | None, str]:
+    """``(1-based line, field path)`` of a location in one document.
+
+    Follows ``loc`` down the node tree as far as it exists; a missing key (a
+    required field left out) points at the mapping that should hold it.
+    """
+    node: Node | None = root
+    line: int | None = root.start_mark.line
+    path = ""
+    for part in loc:
+        in_seq = isinstance(node, SequenceNode)
+        path += (
+            f"[{part}]" if in_seq and isinstance(part, int) else (f".{part}" if path else str(part))
+        )
+        found = _child(node, part) if node is not None else None
+        if found is None:
+            node = None
+            continue
+        line = found.start_mark.line
+        node = found.value_node if isinstance(found, _KeyAt) else found
+    return (line + 1 if line is not None else None), path or "(document)"
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The model class whose fields live at ``loc`` (for "allowed fields" hints)."""
+    model: type[BaseModel] | None = ManifestDocument
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        annotation = None
+        for name, info in model.model_fields.items():
+            if part in (name, info.alias):
+                annotation = info.annotation
+        model = _unwrap_model(annotation)
+    return model
+
+
+def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (list, Union, UnionType):
+        for arg in get_args(annotation):
+            found = _unwrap_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _suggest(word: object, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(word), choices, n=1)
+    return f"did you mean {close[0]}? " if close else ""
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """A reader's message for one pydantic error."""
+    kind = error["type"]
+    loc: Loc = tuple(error["loc"])
+    given = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        name = loc[-1]
+        model = _model_at(loc[:-1])
+        allowed = _field_names(model) if model is not None else []
+        if model is QuotaValues:
+            return (
+                f"unknown quota key {str(name)!r}: {_suggest(name, allowed)}Kafka rejects it "
+                f'("Invalid configuration key {name}"); known keys: {", ".join(allowed)}'
+            )
+        hint = _suggest(name, allowed)
+        return f"unknown field {str(name)!r}: {hint}allowed: {', '.join(allowed)}"
+    if kind == "literal_error":
+        return f"expected {ctx.get('expected')}, got {render_raw(given)}"
+    if kind in ("too_short", "string_too_short"):
+        return "must not be empty"
+    expected = {
+        "string_type": "a string",
+        "bool_type": "true or false",
+        "list_type": "a list",
+        "dict_type": "a mapping",
+        "model_type": "a mapping",
+        "model_attributes_type": "a mapping",
+    }.get(kind)
+    if expected is not None:
+        return f"expected {expected}, got {render_raw(given)}"
+    return f"{error['msg']} (got {render_raw(given)})"
+
+
+# ----------------------------------------------------------------- documents
+
+
+@dataclass
+class _Document:
+    """One manifest document and the parts of it that validated."""
+
+    path: str
+    root: Any  # plain data
+    node: Node  # the same document's node tree, for line numbers
+    cluster: str | None = None
+    cluster_id: str | None = None
+    scope: list[ScopeEntry] | None = None  # None: not declared
+    scope_valid: bool = True
+    allow_deletes: bool | None = None  # None: not set here
+    quotas: list[tuple[int, QuotaEntry]] = field(default_factory=list)
+
+    def locate(self, *loc: int | str) -> tuple[int | None, str]:
+        return _resolve(self.node, loc)
+
+    def problem(self, message: str, *loc: int | str) -> ManifestProblem:
+        line, path = self.locate(*loc)
+        return ManifestProblem(self.path, line, path, message)
+
+    def source(self, *loc: int | str) -> SourceLocation:
+        line, _ = self.locate(*loc)
+        return SourceLocation(self.path, line or 1)
+
+
+def _salvage(doc: _Document, plain: dict[Any, Any]) -> None:
+    """After a failed validation, keep whatever parts validate on their own so
+    set-level checks (duplicates, scope, cluster) still report on them."""
+
+    def valid(model: type[BaseModel], value: Any) -> Any:
+        try:
+            return model.model_validate(value)
+        except ValidationError:
+            return None
+
+    metadata = plain.get("metadata")
+    if isinstance(metadata, dict):
+        # Taken field by field: a bad label must not hide a cluster mismatch.
+        for attr, key in (("cluster", "cluster"), ("cluster_id", "clusterId")):
+            if isinstance(metadata.get(key), str) and metadata[key]:
+                setattr(doc, attr, metadata[key])
+    spec = plain.get("spec")
+    if not isinstance(spec, dict):
+        doc.scope_valid = "spec" not in plain
+        return
+    if isinstance(spec.get("allowDeletes"), bool):
+        doc.allow_deletes = spec["allowDeletes"]
+    scope = spec.get("scope")
+    if "scope" in spec:
+        entries = [valid(ScopeEntry, e) for e in scope] if isinstance(scope, list) else [None]
+        doc.scope = [e for e in entries if e is not None]
+        doc.scope_valid = bool(entries) and all(e is not None for e in entries)
+    quotas = spec.get("quotas")
+    if isinstance(quotas, list):
+        for index, raw in enumerate(quotas):
+            entry = valid(QuotaEntry, raw)
+            if entry is not None:
+                doc.quotas.append((index, entry))
+
+
+def _parse_document(
+    path: str, root: Any, node: Node, problems: list[ManifestProblem]
+) -> _Document | None:
+    if not isinstance(root, dict):
+        what = "a list" if isinstance(root, list) else f"{render_raw(root)}"
+        line = node.start_mark.line + 1 if isinstance(root, list) else None
+        problems.append(
+            ManifestProblem(
+                path,
+                line,
+                "(document)",
+                f"a manifest document must be a mapping with apiVersion, kind, metadata "
+                f"and spec; got {what}",
+            )
+        )
+        return None
+    doc = _Document(path, root, node)
+    plain = root
+    try:
+        model = ManifestDocument.model_validate(plain)
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.append(doc.problem(_message(error), *error["loc"]))
+        _salvage(doc, plain)
+        return doc
+    doc.cluster = model.metadata.cluster
+    doc.cluster_id = model.metadata.cluster_id
+    doc.scope = model.spec.scope
+    if "allow_deletes" in model.spec.model_fields_set:
+        doc.allow_deletes = model.spec.allow_deletes
+    doc.quotas = list(enumerate(model.spec.quotas))
+    return doc
+
+
+# ----------------------------------------------------------------- set checks
+
+
+def _check_entry(
+    doc: _Document,
+    index: int,
+    entry: QuotaEntry,
+    problems: list[ManifestProblem],
+    warnings: list[ManifestProblem],
+) -> tuple[Entity, str]:
+    """Per-entry checks that need the entity and the key together; returns the
+    entity and a note on respelled IPs (empty when none) for later messages."""
+    entity = entry.entity.to_entity()
+    note = ""
+    types = set(entity.types)
+    for key in entry.values.as_dict():
+        spec = QUOTA_KEYS[key]
+        if not types <= spec.entity_types:
+            applies = (
+                "ip entities"
+                if spec.entity_types == {"ip"}
+                else ("user, client-id and user+client-id entities")
+            )
+            problems.append(
+                doc.problem(
+                    f"{key} does not apply to {shape_name(entity.types)} entities (Kafka: "
+                    f'"Invalid configuration key {key}"); it applies to {applies}',
+                    "spec",
+                    "quotas",
+                    index,
+                    "values",
+                    key,
+                )
+            )
+    raw_entity = doc.root["spec"]["quotas"][index]["entity"]
+    for etype, name in entity.parts:
+        loc = ("spec", "quotas", index, "entity", etype)
+        if name == "<default>":
+            warnings.append(
+                doc.problem(
+                    f'"<default>" is an ordinary {etype} name to Kafka, not the default '
+                    f"{etype}; write {{default: true}} for the default {etype}",
+                    *loc,
+                )
+            )
+        raw = raw_entity.get(etype)
+        if etype == "ip" and isinstance(raw, str) and str(raw) != name:
+            note = f" ({render_raw(str(raw))} is the same address)"
+            warnings.append(
+                doc.problem(
+                    f"ip {render_raw(str(raw))} is used as {render_raw(name)}, its canonical "
+                    "spelling: Kafka stores two spellings of one address as separate "
+                    "entities that enforce as one",
+                    *loc,
+                )
+            )
+    return entity, note
+
+
+def _agree(
+    values: Sequence[tuple[_Document, object]],
+    loc: tuple[str, ...],
+    what: str,
+    problems: list[ManifestProblem],
+) -> object | None:
+    """The first value; a problem for each document that differs from it."""
+    if not values:
+        return None
+    first_doc, first = values[0]
+    first_at = SourceLocation(first_doc.path, first_doc.locate(*loc)[0] or 1)
+    for doc, value in values[1:]:
+        if value != first:
+            problems.append(
+                doc.problem(
+                    f"{render_raw(value)} differs from {render_raw(first)} at {first_at}: "
+                    f"all manifests of a set must {what}",
+                    *loc,
+                )
+            )
+    return first
+
+
+def _scope_rule(entry: ScopeEntry) -> ScopeRule:
+    prefixes = entry.prefixes.as_dict() if entry.prefixes is not None else None
+    return ScopeRule.build(
+        shape_from_name(entry.shape), prefixes, include_defaults=entry.include_defaults
+    )
+
+
+def load_manifests(paths: Sequence[str | Path]) -> DesiredState:
+    """Load, validate and merge manifest files into one :class:`DesiredState`.
+
+    Args:
+        paths: files (any name) and directories (searched recursively for
+            ``*.yaml`` / ``*.yml``, sorted, hidden entries skipped). Each file may
+            hold several YAML documents (``---``); empty documents are ignored.
+
+    Returns:
+        The set's cluster name and id, scope (the union of every document's
+        ``spec.scope``), ``allowDeletes``, the declared entities with their quota
+        values as float64 (bytes/s, %, mutations/s, connections/s), and warnings.
+
+    Raises:
+        ManifestError: with every problem in every file: YAML syntax and duplicate
+            keys, unknown or missing fields, bad entity names and shapes
+            (KIP-546/KIP-612), CIDR or host names as ip, bad quota values
+            (``ClientQuotaControlManager.validateQuotaKeyValue`` rules), keys not
+            valid for the entity type, the same entity declared twice, documents
+            naming different clusters / cluster ids / allowDeletes, no scope
+            declared anywhere, and entities outside the scope.
+    """
+    problems: list[ManifestProblem] = []
+    warnings: list[ManifestProblem] = []
+    docs: list[_Document] = []
+    for file in _find_files(paths, problems):
+        for root, node in _read_documents(file, problems):
+            doc = _parse_document(str(file), root, node, problems)
+            if doc is not None:
+                docs.append(doc)
+    # A document that could not be read may have carried scope entries: judging
+    # coverage without it would report entities that are in fact owned.
+    unreadable = any(p.field in ("(yaml)", "(file)", "(document)") for p in problems)
+
+    if not docs and not problems:
+        where = str(paths[0]) if paths else "(no paths given)"
+        problems.append(ManifestProblem(where, None, "(file)", "no manifest documents found"))
+
+    cluster = _agree(
+        [(d, d.cluster) for d in docs if d.cluster is not None],
+        ("metadata", "cluster"),
+        "name the same cluster",
+        problems,
+    )
+    cluster_id = _agree(
+        [(d, d.cluster_id) for d in docs if d.cluster_id is not None],
+        ("metadata", "clusterId"),
+        "name the same clusterId",
+        problems,
+    )
+    allow_deletes = _agree(
+        [(d, d.allow_deletes) for d in docs if d.allow_deletes is not None],
+        ("spec", "allowDeletes"),
+        "agree on allowDeletes",
+        problems,
+    )
+
+    scope = Scope.build(_scope_rule(e) for d in docs for e in (d.scope or ()))
+    scope_known = not unreadable and all(d.scope_valid for d in docs)
+    if docs and scope_known and not any(d.scope is not None for d in docs):
+        problems.append(
+            docs[0].problem(
+                "no manifest declares spec.scope: the set must say which entities it owns, "
+                "e.g. scope: [{shape: user}, {shape: client-id}, {shape: user+client-id}, "
+                "{shape: ip}]",
+                "spec",
+                "scope",
+            )
+        )
+        scope_known = False
+
+    desired: dict[Entity, DesiredEntity] = {}
+    for doc in docs:
+        for index, entry in doc.quotas:
+            entity, note = _check_entry(doc, index, entry, problems, warnings)
+            source = doc.source("spec", "quotas", index)
+            if entity in desired:
+                problems.append(
+                    doc.problem(
+                        f"{entity} is declared twice: first at {desired[entity].source}{note}",
+                        "spec",
+                        "quotas",
+                        index,
+                        "entity",
+                    )
+                )
+                continue
+            if scope_known and not scope.contains(entity):
+                problems.append(
+                    doc.problem(
+                        f"{entity} is outside the manifests' scope ({scope}): add a "
+                        "spec.scope entry that owns it, or remove it",
+                        "spec",
+                        "quotas",
+                        index,
+                        "entity",
+                    )
+                )
+            desired[entity] = DesiredEntity(
+                entity=entity,
+                quotas=MappingProxyType(entry.values.as_dict()),
+                prevent_destroy=entry.prevent_destroy,
+                source=source,
+            )
+
+    if problems:
+        raise ManifestError(problems)
+    return DesiredState.build(
+        cluster=str(cluster),
+        cluster_id=cluster_id if isinstance(cluster_id, str) else None,
+        scope=scope,
+        allow_deletes=bool(allow_deletes),
+        entities=desired.values(),
+        warnings=[str(w) for w in sorted(warnings, key=ManifestProblem.sort_key)],
+    )

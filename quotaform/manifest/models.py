@@ -1,0 +1,420 @@
+"""pydantic models of one manifest document (``apiVersion: quotaform.io/v1``,
+``kind: ClientQuotas``): the boundary where YAML becomes typed data.
+
+The models are strict (no ``"yes"`` for booleans, no numbers for names) and
+forbid unknown fields. They check what one document can check on its own:
+types, entity parts and shapes, IP syntax, quota values. Rules that need the
+whole set (same cluster, scope coverage, duplicates, key vs. entity type) live
+in :mod:`quotaform.manifest.loader`. Model docstrings and field descriptions
+become the JSON Schema's descriptions (``schemas/manifest.schema.json``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from quotaform.entity import INT_MAX, LONG_MAX, Entity
+from quotaform.units import parse_quota_value, render_raw
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "DefaultEntity",
+    "EntitySpec",
+    "ManifestDocument",
+    "Metadata",
+    "QuotaEntry",
+    "QuotaValues",
+    "ScopeEntry",
+    "ScopePrefixes",
+    "Spec",
+    "normalise_ip",
+]
+
+API_VERSION = "quotaform.io/v1"
+KIND = "ClientQuotas"
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
+
+# Schema patterns admit only what validates; the parser also reads signs, to
+# say "must be greater than 0" rather than "not a number".
+_NUMBER_PATTERN = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
+_BYTE_RATE_PATTERN = (
+    rf"^\s*{_NUMBER_PATTERN}\s*(B|kB|KB|MB|GB|TB|PB|KiB|MiB|GiB|TiB|PiB)?\s*(/\s*s)?\s*$"
+)
+_EXP = r"([eE][+-]?[0-9]+)?"
+
+
+def _number_or_string(
+    description: str, *, pattern: str, integer: bool, maximum: int | None
+) -> WithJsonSchema:
+    number: dict[str, Any] = {"type": "integer" if integer else "number", "exclusiveMinimum": 0}
+    if maximum is not None:
+        number["maximum"] = maximum
+    return WithJsonSchema(
+        {
+            "description": description,
+            "anyOf": [number, {"type": "string", "pattern": pattern}],
+        }
+    )
+
+
+_ENTITY_PART_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "minLength": 1, "description": "An entity name, taken verbatim."},
+        {
+            "type": "object",
+            "description": "The default entity of this type (null on the wire, "
+            "<default> in Kafka's tools).",
+            "properties": {"default": {"const": True}},
+            "required": ["default"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+_ENTITY_FIELD_TYPES = {"user": "user", "client_id": "client-id", "ip": "ip"}
+
+
+def _reject_null(value: object, info: ValidationInfo) -> object:
+    # Optional fields use None for "left out"; an explicit YAML null is more
+    # likely a half-deleted entry than a wish, so it is refused.
+    if value is None:
+        field = info.field_name or ""
+        name = {"cluster_id": "clusterId", "client_id": "client-id"}.get(field, field)
+        raise ValueError(f"{name} is null: give a value, or leave {name} out")
+    return value
+
+
+class DefaultEntity(BaseModel):
+    """{default: true}: the default entity of a type (name null on the wire)."""
+
+    model_config = _CONFIG
+
+    default: Literal[True]
+
+
+def normalise_ip(text: str) -> str:
+    """The canonical text of an IP entity name.
+
+    IPv6 is compressed and lower-cased (``0:0:0:0:0:0:0:1`` -> ``::1``) and an
+    IPv4-mapped IPv6 address becomes IPv4 (``::ffff:192.0.2.1`` ->
+    ``192.0.2.1``): Kafka's controller parses names with ``InetAddress`` and
+    enforces such spellings as one address while storing them as separate
+    entities, so quotaform keeps one spelling.
+
+    Raises:
+        ValueError: CIDR ranges (Kafka has no range quotas), host names (the
+            controller would resolve them by DNS) and anything else that is not an
+            IPv4 / IPv6 address.
+    """
+    if "/" in text:
+        raise ValueError(
+            f"{render_raw(text)} is a CIDR range: Kafka IP quotas apply to single "
+            "addresses only (CIDR is not supported by Kafka); use {default: true} "
+            "for every other address"
+        )
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(
+            f"{render_raw(text)} is not an IPv4 or IPv6 address (host names are not "
+            "supported: the controller would resolve them by DNS)"
+        ) from None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return address.compressed
+
+
+EntityPart = Annotated[str | DefaultEntity | None, WithJsonSchema(_ENTITY_PART_SCHEMA)]
+
+
+class EntitySpec(BaseModel):
+    """A client-quota entity: one part per entity type, each a name or
+    {default: true}. Valid shapes: user, client-id, user + client-id, ip
+    (KIP-546, KIP-612); ip never combines with user or client-id."""
+
+    model_config = ConfigDict(**_CONFIG, json_schema_extra={"minProperties": 1})
+
+    user: EntityPart = Field(
+        default=None,
+        description="The user principal name, without 'User:' (ANONYMOUS for "
+        "unauthenticated clients), or {default: true}.",
+    )
+    client_id: EntityPart = Field(
+        default=None,
+        alias="client-id",
+        description="The client.id the client sends, or {default: true}.",
+    )
+    ip: EntityPart = Field(
+        default=None,
+        description="An IPv4 or IPv6 address (no CIDR, no host names), or {default: true}. "
+        "IPv6 is normalised to its compressed form.",
+    )
+
+    @field_validator("user", "client_id", "ip", mode="before")
+    @classmethod
+    def _check_part(cls, value: object, info: ValidationInfo) -> object:
+        etype = _ENTITY_FIELD_TYPES[info.field_name or ""]
+        if isinstance(value, str):
+            if value == "":
+                raise ValueError(
+                    f'an empty {etype} name is rejected by Kafka ("Empty {etype} not '
+                    f'supported"); write {{default: true}} for the default {etype}'
+                )
+            return normalise_ip(value) if etype == "ip" else value
+        if isinstance(value, dict) and set(value) == {"default"} and value["default"] is True:
+            return DefaultEntity(default=True)
+        if isinstance(value, dict) and set(value) == {"default"} and value["default"] is False:
+            raise ValueError(
+                "{default: false} is not allowed: write a name, {default: true} for "
+                f"the default {etype}, or leave {etype} out"
+            )
+        if value is None:
+            raise ValueError(
+                f"{etype} is null: write a name, {{default: true}} for the default "
+                f"{etype}, or leave {etype} out"
+            )
+        raise ValueError(
+            f"expected a {etype} name (a non-empty string) or {{default: true}}, "
+            f"got {render_raw(value)}"
+        )
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> EntitySpec:
+        if self.user is None and self.client_id is None and self.ip is None:
+            raise ValueError("an entity needs at least one of user, client-id, ip")
+        problem = self.to_entity().shape_problem()
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    def to_entity(self) -> Entity:
+        """The :class:`~quotaform.entity.Entity` (default parts have name ``None``)."""
+        parts: dict[str, str | None] = {}
+        for field, etype in _ENTITY_FIELD_TYPES.items():
+            value = getattr(self, field)
+            if value is not None:
+                parts[etype] = None if isinstance(value, DefaultEntity) else value
+        return Entity.from_mapping(parts)
+
+
+_KEY_DESCRIPTIONS = {
+    "producer_byte_rate": "Produce bandwidth, bytes/s per broker (LONG). A whole number "
+    "of bytes/s, or a string with a unit: 512KiB, 10MiB, 1.5MB, 100kB, optional '/s' "
+    "(kB/MB/GB/TB/PB are powers of 1000, KiB/MiB/GiB/TiB/PiB powers of 1024).",
+    "consumer_byte_rate": "Fetch bandwidth, bytes/s per broker (LONG). Same forms as "
+    "producer_byte_rate.",
+    "request_percentage": "Share of request-handler and network thread time, in % of "
+    'one thread per broker (DOUBLE): 150 or "150%" is 1.5 threads.',
+    "controller_mutation_rate": "Partition mutations (create/delete topic partitions) "
+    "per second (DOUBLE, fractions allowed), KIP-599.",
+    "connection_creation_rate": "New connections per second from one IP, per broker "
+    "(INT, whole numbers), KIP-612. Valid for ip entities only.",
+}
+
+
+def _value_schema(key: str) -> WithJsonSchema:
+    description = _KEY_DESCRIPTIONS[key]
+    if key.endswith("_byte_rate"):
+        schema = _number_or_string(
+            description, pattern=_BYTE_RATE_PATTERN, integer=True, maximum=LONG_MAX
+        )
+    elif key == "request_percentage":
+        schema = _number_or_string(
+            description,
+            pattern=rf"^\s*{_NUMBER_PATTERN}{_EXP}\s*%?\s*$",
+            integer=False,
+            maximum=None,
+        )
+    elif key == "connection_creation_rate":
+        schema = _number_or_string(
+            description, pattern=r"^\s*\+?[0-9]+\s*$", integer=True, maximum=INT_MAX
+        )
+    else:
+        schema = _number_or_string(
+            description,
+            pattern=rf"^\s*{_NUMBER_PATTERN}{_EXP}\s*$",
+            integer=False,
+            maximum=None,
+        )
+    return schema
+
+
+class QuotaValues(BaseModel):
+    """Quota key -> value for one entity; at least one key. Keys left out are
+    not managed for the entity. Values must be greater than 0
+    (ClientQuotaControlManager.validateQuotaKeyValue)."""
+
+    model_config = ConfigDict(**_CONFIG, json_schema_extra={"minProperties": 1})
+
+    producer_byte_rate: Annotated[float | None, _value_schema("producer_byte_rate")] = None
+    consumer_byte_rate: Annotated[float | None, _value_schema("consumer_byte_rate")] = None
+    request_percentage: Annotated[float | None, _value_schema("request_percentage")] = None
+    controller_mutation_rate: Annotated[float | None, _value_schema("controller_mutation_rate")] = (
+        None
+    )
+    connection_creation_rate: Annotated[float | None, _value_schema("connection_creation_rate")] = (
+        None
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _parse(cls, value: object, info: ValidationInfo) -> float:
+        key = info.field_name or ""
+        if value is None:
+            raise ValueError(
+                f"{key} is null: give a value, or delete the line to leave the key unmanaged"
+            )
+        return parse_quota_value(key, value)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> QuotaValues:
+        if not self.model_fields_set:
+            raise ValueError("values must set at least one quota key")
+        return self
+
+    def as_dict(self) -> dict[str, float]:
+        """The keys given, sorted, with their values (bytes/s, %, mutations/s,
+        connections/s as documented per field)."""
+        return {key: getattr(self, key) for key in sorted(self.model_fields_set)}
+
+
+class QuotaEntry(BaseModel):
+    """One entity and the quotas the manifests want for it."""
+
+    model_config = _CONFIG
+
+    entity: EntitySpec
+    values: QuotaValues
+    prevent_destroy: bool = Field(
+        default=False,
+        alias="preventDestroy",
+        description="Refuse to delete this entity even when allowDeletes is true.",
+    )
+
+
+_PrefixList = Annotated[
+    list[Annotated[str, Field(min_length=1)]],
+    Field(min_length=1),
+]
+
+
+class ScopePrefixes(BaseModel):
+    """Per entity type of the shape: own only names starting with one of these
+    prefixes (plain string prefixes, case-sensitive)."""
+
+    model_config = _CONFIG
+
+    user: _PrefixList | None = None
+    client_id: _PrefixList | None = Field(default=None, alias="client-id")
+    ip: _PrefixList | None = None
+
+    _no_null = field_validator("user", "client_id", "ip", mode="before")(_reject_null)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """``{entity type: prefixes}`` for the types given."""
+        return {
+            etype: value
+            for field, etype in _ENTITY_FIELD_TYPES.items()
+            if (value := getattr(self, field)) is not None
+        }
+
+
+class ScopeEntry(BaseModel):
+    """Entities of one shape that the manifests own. Owned entities that no
+    manifest declares are deleted only with allowDeletes; everything outside the
+    scope is never touched."""
+
+    model_config = _CONFIG
+
+    shape: Literal["user", "client-id", "user+client-id", "ip"] = Field(
+        description="Entity types of the owned entities."
+    )
+    prefixes: ScopePrefixes | None = Field(
+        default=None,
+        description="Own only names starting with one of these prefixes, per entity "
+        "type of the shape. Default: every name.",
+    )
+    include_defaults: bool = Field(
+        default=True,
+        alias="includeDefaults",
+        description="Whether default entities of the shape are owned too.",
+    )
+
+    _no_null = field_validator("prefixes", mode="before")(_reject_null)
+
+    @model_validator(mode="after")
+    def _prefix_types_in_shape(self) -> ScopeEntry:
+        if self.prefixes is not None:
+            types = self.shape.split("+")
+            for etype in self.prefixes.as_dict():
+                if etype not in types:
+                    raise ValueError(f"prefixes.{etype}: {etype} is not part of shape {self.shape}")
+        return self
+
+
+class Metadata(BaseModel):
+    """Which cluster the manifest is for."""
+
+    model_config = _CONFIG
+
+    cluster: str = Field(
+        min_length=1,
+        description="The cluster's name; every manifest of a set names the same one.",
+    )
+    cluster_id: str | None = Field(
+        default=None,
+        alias="clusterId",
+        min_length=1,
+        description="Expected Kafka cluster id; plan refuses to run against another.",
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Free-form string labels.")
+
+    _no_null = field_validator("cluster_id", mode="before")(_reject_null)
+
+
+class Spec(BaseModel):
+    """What the manifests own and the quotas they want."""
+
+    model_config = _CONFIG
+
+    scope: list[ScopeEntry] | None = Field(
+        default=None,
+        min_length=1,
+        description="What the manifest set owns: the union of every document's entries. "
+        "At least one document of a set must declare a scope.",
+    )
+    allow_deletes: bool = Field(
+        default=False,
+        alias="allowDeletes",
+        description="Delete owned entities that no manifest declares. Documents that "
+        "set it must agree. Default false.",
+    )
+    quotas: list[QuotaEntry] = Field(
+        default_factory=list, description="Entities and their quota values."
+    )
+
+    _no_null = field_validator("scope", mode="before")(_reject_null)
+
+
+class ManifestDocument(BaseModel):
+    """A quotaform ClientQuotas manifest: desired Kafka client quotas for one cluster."""
+
+    model_config = _CONFIG
+
+    api_version: Literal["quotaform.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["ClientQuotas"]
+    metadata: Metadata
+    spec: Spec

@@ -1,0 +1,79 @@
+"""Session fixtures shared by all tests: one real sandbox Kafka broker.
+
+The broker is started on first use by the same code as ``quotaform sandbox up``
+(named ``pytest-<pid>``, free loopback ports) and stopped when the session ends.
+If it cannot start, every test that needs it FAILS with the reason; it is never
+skipped, so a missing Java or Maven cannot turn a red run green.
+
+Set ``QUOTAFORM_TEST_KAFKA_VERSION`` to run against another Kafka release.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+
+from quotaform.sandbox import (
+    DEFAULT_KAFKA_VERSION,
+    SandboxBroker,
+    run_config_command,
+    start_broker,
+    stop_broker,
+)
+from quotaform.sandbox.broker import default_state_dir
+
+ConfigCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+_SESSION_PREFIX = "pytest-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stop_orphans() -> None:
+    """Stop sandboxes of earlier pytest sessions that died without tearing down."""
+    for state in sorted(default_state_dir().glob(f"{_SESSION_PREFIX}*.json")):
+        owner = state.stem.removeprefix(_SESSION_PREFIX)
+        if owner.isdigit() and not _pid_alive(int(owner)):
+            stop_broker(name=state.stem)  # verifies the pid is that sandbox's java first
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[SandboxBroker]:
+    """The session's sandbox broker (``broker.bootstrap`` is ``127.0.0.1:PORT``)."""
+    name = f"{_SESSION_PREFIX}{os.getpid()}"
+    version = os.environ.get("QUOTAFORM_TEST_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
+    failure: str | None
+    try:
+        _stop_orphans()
+        broker = start_broker(version=version, name=name)
+    except Exception as exc:
+        failure = f"Could not start the sandbox Kafka broker ({type(exc).__name__}): {exc}"
+    else:
+        failure = None
+    if failure is not None:  # outside the except: no chained traceback in the report
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield broker
+    finally:
+        stop_broker(name=name)
+
+
+@pytest.fixture(scope="session")
+def config_command(kafka_broker: SandboxBroker) -> ConfigCommand:
+    """``config_command(["--describe", "--entity-type", "users"])`` runs Kafka's own
+    kafka-configs against the session broker (raises SandboxError on non-zero exit)."""
+    return functools.partial(
+        run_config_command, bootstrap=kafka_broker.bootstrap, version=kafka_broker.version
+    )

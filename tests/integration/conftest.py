@@ -1,0 +1,26 @@
+"""Fixtures for tests against the real sandbox broker (see ``tests/conftest.py``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from quotaform.wire import QuotaAdminClient, load_connection_settings, open_admin
+
+
+@pytest.fixture(scope="session")
+def admin(kafka_broker) -> Iterator[QuotaAdminClient]:  # type: ignore[no-untyped-def]
+    """A read-write quota admin client on the session's broker."""
+    client = open_admin(
+        load_connection_settings(bootstrap_server=kafka_broker.bootstrap), read_only=False
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def uniq() -> str:
+    """A short unique prefix so tests sharing one broker never see each other's entities."""
+    return f"t{uuid.uuid4().hex[:8]}-"

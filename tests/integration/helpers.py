@@ -1,0 +1,103 @@
+"""Helpers for broker tests: describe lags the controller, so poll."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def eventually(read: Callable[[], T], check: Callable[[T], bool], *, timeout_s: float = 15.0) -> T:
+    """Call ``read`` until ``check(value)`` holds; return that value.
+
+    Raises AssertionError with the last value when ``timeout_s`` passes: the
+    broker's metadata image normally catches up within milliseconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = read()
+        if check(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s; last value: {value!r}")
+        time.sleep(0.05)
+
+
+def barrier(admin) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the broker's metadata image has caught up with every alter
+    committed so far: commit a marker entity and wait until describe shows it.
+
+    Records are applied to the image in log order, so once the marker is
+    visible, so is (or isn't) everything before it: that makes an absence
+    assertion meaningful.
+    """
+    import uuid
+
+    from quotaform.entity import Entity
+    from quotaform.wire import FilterComponent, QuotaAlteration
+
+    marker = Entity.of(user=f"barrier-{uuid.uuid4().hex}")
+    name = marker.name("user")
+    assert name is not None
+    admin.alter_client_quotas(
+        [QuotaAlteration(marker, {"producer_byte_rate": 1.0})], validate_only=False
+    )
+    eventually(
+        lambda: admin.describe_client_quotas([FilterComponent.exact("user", name)], strict=True),
+        lambda d: marker in d,
+    )
+    admin.alter_client_quotas(
+        [QuotaAlteration(marker, {"producer_byte_rate": None})], validate_only=False
+    )
+
+
+_DESCRIPTIONS = {"user-principal": "user", "client-id": "client-id", "ip": "ip"}
+
+
+def entity_from_config_command(description: str):  # type: ignore[no-untyped-def]
+    """``"user-principal 'a', the default client-id"`` -> ``Entity.of(user="a", client_id=None)``.
+
+    The wording is ConfigCommand's (Kafka 4.x) ``--describe`` output.
+    """
+    from quotaform.entity import Entity
+
+    pairs: list[tuple[str, str | None]] = []
+    for part in description.split(", "):
+        if part.startswith("the default "):
+            pairs.append((_DESCRIPTIONS[part.removeprefix("the default ")], None))
+        else:
+            kind, _, quoted = part.partition(" ")
+            assert quoted.startswith("'") and quoted.endswith("'"), description
+            pairs.append((_DESCRIPTIONS[kind], quoted[1:-1]))
+    return Entity.from_pairs(pairs)
+
+
+def config_command_view(config_command) -> dict:  # type: ignore[no-untyped-def]
+    """Every quota on the broker as Kafka's own kafka-configs sees it:
+    ``{Entity: {quota key: value}}`` (four JVM runs, one per entity shape)."""
+    from quotaform.sandbox import parse_quota_describe
+
+    view = {}
+    for types in (["users"], ["clients"], ["users", "clients"], ["ips"]):
+        args = ["--describe"]
+        for t in types:
+            args += ["--entity-type", t]
+        out = config_command(args).stdout
+        for description, quotas in parse_quota_describe(out).items():
+            view[entity_from_config_command(description)] = quotas
+    return view
+
+
+def wipe(admin) -> None:  # type: ignore[no-untyped-def]
+    """Remove every client quota on the broker and wait until describe shows none."""
+    from quotaform.wire import QuotaAlteration
+
+    everything = admin.describe_client_quotas([], strict=False)
+    if everything:
+        admin.alter_client_quotas(
+            [QuotaAlteration(e, dict.fromkeys(q)) for e, q in everything.items()],
+            validate_only=False,
+        )
+    eventually(lambda: admin.describe_client_quotas([], strict=False), lambda d: d == {})

@@ -1,0 +1,140 @@
+"""Renderings of one plan, compared with golden files.
+
+Regenerate after an intended change with
+``QUOTAFORM_UPDATE_GOLDEN=1 pytest tests/unit/test_render.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from quotaform.desired import DesiredEntity, DesiredState, Scope, ScopeRule, SourceLocation
+from quotaform.diff import compute_plan
+from quotaform.entity import Entity
+from quotaform.live import LiveState
+from quotaform.render import PlanDocument, render_json, render_markdown, render_text
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _plan(*, allow_deletes: bool = True):  # type: ignore[no-untyped-def]
+    declared = {
+        Entity.of(user=None): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+        Entity.of(user="svc-orders"): {
+            "producer_byte_rate": 10485760.0,
+            "request_percentage": 150.0,
+        },
+        Entity.of(user="<default>"): {"consumer_byte_rate": 1536.0},
+        Entity.of(user="svc-orders", client_id=None): {"consumer_byte_rate": 524288.0},
+        Entity.of(ip="192.0.2.10"): {"connection_creation_rate": 100.0},
+        Entity.of(client_id="reporting|batch"): {"controller_mutation_rate": 2.5},
+    }
+    live = {
+        Entity.of(user=None): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+        Entity.of(user="svc-orders"): {
+            "producer_byte_rate": 5242880.0,
+            "consumer_byte_rate": 1000000.0,
+        },
+        Entity.of(ip="192.0.2.99"): {"connection_creation_rate": 5.0},
+    }
+    desired = DesiredState(
+        cluster="sandbox",
+        cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
+        scope=Scope(
+            tuple(
+                ScopeRule.build(s)
+                for s in (("user",), ("client-id",), ("user", "client-id"), ("ip",))
+            )
+        ),
+        allow_deletes=allow_deletes,
+        entities={
+            e: DesiredEntity(e, q, False, SourceLocation("examples/teams.yaml", 10 + i))
+            for i, (e, q) in enumerate(declared.items())
+        },
+        warnings=(),
+    )
+    return compute_plan(
+        desired,
+        LiveState(
+            live,
+            unmanaged=4,
+            cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
+            rpc_counts={"DescribeClientQuotas": 4},
+        ),
+    )
+
+
+def _check(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("QUOTAFORM_UPDATE_GOLDEN"):
+        path.write_text(actual, encoding="utf-8")
+    assert actual == path.read_text(encoding="utf-8"), f"{name} differs from the golden file"
+
+
+def test_text_plain() -> None:
+    _check("plan.txt", render_text(_plan()).plain)
+
+
+def test_text_on_a_terminal_has_colour() -> None:
+    console = Console(force_terminal=True, color_system="standard", width=120, record=True)
+    console.print(render_text(_plan()))
+    assert "\x1b[" in console.export_text(styles=True)
+
+
+def test_markdown() -> None:
+    _check("plan.md", render_markdown(_plan()))
+
+
+def test_json() -> None:
+    _check("plan.json", render_json(_plan()))
+
+
+def test_json_round_trips_through_its_model() -> None:
+    text = render_json(_plan())
+    doc = PlanDocument.model_validate_json(text)
+    assert doc.summary.create == 4
+    data = json.loads(text)
+    assert data["format_version"] == 1
+    first = data["changes"][0]
+    assert set(first) >= {"entity", "action", "before", "after"}
+    assert data["changes"][0]["entity"] == {"user": None}
+
+
+def test_empty_plan_says_so_in_one_sentence() -> None:
+    plan = compute_plan(
+        DesiredState("sandbox", None, Scope((ScopeRule.build(("user",)),)), False, {}, ()),
+        LiveState({}),
+    )
+    text = render_text(plan).plain
+    assert "No changes. The cluster matches the manifests (0 entities in scope)." in text
+    assert "No changes." in render_markdown(plan)
+
+
+@pytest.mark.parametrize("render", [render_markdown, lambda p: render_text(p).plain])
+def test_blocked_deletes_stand_out(render) -> None:  # type: ignore[no-untyped-def]
+    out = render(_plan(allow_deletes=False))
+    assert "deletes are not allowed" in out
+    assert "delete" in out.lower()
+
+
+def test_checked_in_plan_schema_is_current_and_accepts_a_plan() -> None:
+    import jsonschema
+
+    from quotaform.schemas import render_schema
+
+    path = Path(__file__).resolve().parents[2] / "schemas" / "plan.schema.json"
+    assert path.read_text(encoding="utf-8") == render_schema("plan.schema.json"), (
+        "schemas/plan.schema.json is stale: run `python -m quotaform.schemas` and commit"
+    )
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(json.loads(render_json(_plan())), schema)
+    broken = json.loads(render_json(_plan()))
+    broken["changes"][0]["action"] = "replace"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
