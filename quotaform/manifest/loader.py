@@ -149,10 +149,13 @@ def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tup
     """``(plain data, node)`` of each non-empty document; YAML errors become
     problems (documents before the error are kept).
 
-    libyaml (ruamel.yaml.clib) composes the node tree, whose marks give line
-    numbers; ruamel's safe constructor turns the same nodes into plain Python
-    (YAML 1.2 types, duplicate keys refused). Round-trip loading gave the same
-    answers about seven times slower (see benchmarks/README.md).
+    The node tree's marks give line numbers; ruamel's safe constructor turns
+    the same nodes into plain Python (YAML 1.2 types, duplicate keys refused).
+    libyaml (ruamel.yaml.clib) composes first because it is about seven times
+    faster (benchmarks/README.md); it is a YAML 1.1 parser, though, and refuses
+    some valid YAML 1.2 (``{ip: 2001:db8::10}``), so on any error the file is
+    read again with ruamel's own YAML 1.2 parser, whose verdict (and message)
+    stands.
     """
     display = str(path)
     try:
@@ -163,14 +166,24 @@ def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tup
     except OSError as exc:
         problems.append(ManifestProblem(display, None, "(file)", f"cannot read: {exc.strerror}"))
         return
-    yaml = YAML(typ="safe", pure=False)
     try:
-        for node in yaml.compose_all(text):
-            if node is None or (isinstance(node, ScalarNode) and str(node.tag).endswith(":null")):
-                continue
-            yield yaml.constructor.construct_document(node), node
-    except YAMLError as exc:
-        problems.append(_yaml_problem(display, exc))
+        documents = list(_compose(text, pure=False))
+    except YAMLError:
+        documents = []
+        try:
+            for document in _compose(text, pure=True):
+                documents.append(document)
+        except YAMLError as exc:
+            problems.append(_yaml_problem(display, exc))
+    yield from documents
+
+
+def _compose(text: str, *, pure: bool) -> Iterator[tuple[Any, Node]]:
+    yaml = YAML(typ="safe", pure=pure)
+    for node in yaml.compose_all(text):
+        if node is None or (isinstance(node, ScalarNode) and str(node.tag).endswith(":null")):
+            continue
+        yield yaml.constructor.construct_document(node), node
 
 
 # ----------------------------------------------------------------- locations

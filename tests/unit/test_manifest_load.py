@@ -407,8 +407,8 @@ spec:
 def test_yaml_syntax_error_has_its_line() -> None:
     path = str(BAD / "syntax.yaml")
     assert problems_of(path) == [
-        f"{path}:8: (yaml): invalid YAML: did not find expected ',' or '}}' (while parsing "
-        "a flow mapping at line 7)",
+        f"{path}:8: (yaml): invalid YAML: expected ',' or '}}', but got ':' (while parsing a "
+        "flow mapping at line 7)",
     ]
 
 
@@ -436,8 +436,8 @@ spec:
     # The broken file might have declared the scope: no "no scope" or
     # "outside the scope" guesses, only what is known to be wrong.
     assert problems_of(tmp_path) == [
-        f"{broken}:2: (yaml): invalid YAML: did not find expected node content "
-        "(while parsing a flow node at line 2)",
+        f"{broken}:2: (yaml): invalid YAML: expected the node content, but found "
+        "'<stream end>' (while parsing a flow node at line 2)",
         f'{other}:8: spec.quotas[0].values.producer_byte_rate: "1MiBps" is not a byte rate '
         "(examples: 1048576, 512KiB, 10MiB, 1.5MB)",
     ]
@@ -623,3 +623,19 @@ def test_desired_state_build_rejects_duplicates() -> None:
             allow_deletes=False,
             entities=[entity, entity],
         )
+
+
+def test_yaml_1_2_that_libyaml_refuses_still_loads(tmp_path: Path) -> None:
+    # A plain IPv6 address inside a flow mapping is valid YAML 1.2; libyaml
+    # (YAML 1.1) refuses it, so the loader must fall back to ruamel's parser.
+    path = tmp_path / "v6.yaml"
+    path.write_text(
+        "apiVersion: quotaform.io/v1\nkind: ClientQuotas\nmetadata: {cluster: c}\n"
+        "spec:\n  scope: [{shape: ip}]\n  quotas:\n"
+        "    - entity: {ip: 2001:db8::10}\n      values: {connection_creation_rate: 5}\n",
+        encoding="utf-8",
+    )
+    state = load_manifests([path])
+    entity = Entity.of(ip="2001:db8::10")
+    assert dict(state.entities[entity].quotas) == {"connection_creation_rate": 5.0}
+    assert state.entities[entity].source.line == 7
