@@ -7,9 +7,10 @@ Exit codes:
   1 error, 2 changes present.
 * apply: 0 applied and read back (or nothing to do); 1 error with nothing
   applied (bad manifests, connection, wrong cluster, deletes not allowed,
-  validate_only pre-check rejected, cancelled); 3 partial failure (some
-  entities applied, others failed or unknown); 4 every alter succeeded but the
-  read-back did not match within ``--readback-timeout``.
+  validate_only pre-check rejected, cancelled, unusable plan file); 3 partial
+  failure (some entities applied, others failed or unknown); 4 every alter
+  succeeded but the read-back did not match within ``--readback-timeout``;
+  5 a saved plan is stale (``quotaform.planfile.EXIT_STALE_PLAN``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from quotaform.apply import ApplyResult, ApplyStatus, EntityOutcome, apply_plan, check_deletes
 from quotaform.manifest import load_manifests
 from quotaform.plan import Plan
+from quotaform.planfile import (
+    PlanFileError,
+    check_not_stale,
+    is_plan_file,
+    read_plan_file,
+    write_plan_file,
+)
 from quotaform.render import entity_label, render_json, render_markdown, render_text
 from quotaform.wire import ConnectionSettings, load_connection_settings
 from quotaform.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
@@ -52,6 +60,14 @@ Manifests = Annotated[
     list[Path],
     typer.Argument(
         help="Manifest files or directories (searched recursively for *.yaml, *.yml).",
+        show_default=False,
+    ),
+]
+ApplyTargets = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Manifest files or directories (searched recursively for *.yaml, *.yml), "
+        "or one saved plan file from `plan --out`.",
         show_default=False,
     ),
 ]
@@ -125,11 +141,26 @@ def plan(
             "--detailed-exitcode", help="Exit 0 with no changes, 1 on error, 2 with changes."
         ),
     ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-out",
+            help="Also save the plan to this file, for `quotaform apply FILE`.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show what apply would change. Reads the cluster with a read-only client."""
     with connect(_settings(bootstrap_server, command_config), read_only=True) as client:
         _, the_plan = make_plan(manifests, client, allow_deletes=allow_deletes)
     _print_plan(the_plan, output, Console())
+    if out is not None:
+        write_plan_file(the_plan, out)
+        Console(stderr=True).print(
+            f"Saved the plan to {out}. Apply exactly this plan with: quotaform apply {out}",
+            highlight=False,
+        )
     if detailed_exitcode and the_plan.summary.has_changes:
         raise typer.Exit(EXIT_CHANGES)
 
@@ -146,7 +177,7 @@ def _confirm(console: Console) -> bool:
 
 
 def apply(
-    manifests: Manifests,
+    manifests: ApplyTargets,
     bootstrap_server: BootstrapServer = None,
     command_config: CommandConfig = None,
     output: Output = OutputFormat.text,
@@ -163,18 +194,32 @@ def apply(
 ) -> None:
     """Plan, ask for 'yes', then apply: validate_only pre-check, alter, read-back.
 
-    Exit codes: 0 applied, 1 nothing applied (error, rejected, cancelled),
-    3 partial failure, 4 read-back did not match in time.
+    With a single saved plan file (from `plan --out FILE`) instead of
+    manifests, apply exactly that plan without asking, after checking that it
+    is intact, for this cluster, and not stale.
+
+    Exit codes: 0 applied, 1 nothing applied (error, rejected, cancelled, bad
+    plan file), 3 partial failure, 4 read-back did not match in time,
+    5 the saved plan is stale (the cluster changed since it was made).
     """
     console = Console()
     err = Console(stderr=True)
+    saved = len(manifests) == 1 and is_plan_file(manifests[0])
+    if saved and allow_deletes:
+        raise PlanFileError(
+            "--allow-deletes cannot change a saved plan: pass it to `plan --out` instead"
+        )
     with connect(_settings(bootstrap_server, command_config), read_only=False) as client:
-        _, the_plan = make_plan(manifests, client, allow_deletes=allow_deletes)
+        if saved:
+            the_plan = read_plan_file(manifests[0])
+            check_not_stale(the_plan, client, client.cluster_id())
+        else:
+            _, the_plan = make_plan(manifests, client, allow_deletes=allow_deletes)
         _print_plan(the_plan, output, console if output is OutputFormat.text else err)
         if not the_plan.summary.has_changes:
             return
         check_deletes(the_plan)
-        if not auto_approve and not _confirm(console):
+        if not saved and not auto_approve and not _confirm(console):
             err.print("Apply cancelled.", style="bold red")
             raise typer.Exit(1)
         with _progress(err) as on_progress:

@@ -1,0 +1,164 @@
+"""plan --out / apply PLANFILE against the real broker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from quotaform.cli.app import app
+from quotaform.entity import Entity
+from quotaform.plan import Plan
+from quotaform.planfile import EXIT_STALE_PLAN, read_plan_file, write_plan_file
+
+from .helpers import config_command_view, eventually, wipe
+
+pytestmark = pytest.mark.broker
+runner = CliRunner()
+
+MANIFEST = """\
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata:
+  cluster: sandbox
+spec:
+  scope:
+    - shape: user
+      prefixes: {user: ["svc-"]}
+  quotas:
+    - entity: {user: svc-a}
+      values: {producer_byte_rate: 1MiB}
+    - entity: {user: svc-b}
+      values: {consumer_byte_rate: 2MiB}
+"""
+
+
+@pytest.fixture
+def clean(admin):  # type: ignore[no-untyped-def]
+    wipe(admin)
+    yield
+    wipe(admin)
+
+
+@pytest.fixture
+def setup(clean, kafka_broker, tmp_path: Path):  # type: ignore[no-untyped-def]
+    manifest = tmp_path / "quotas.yaml"
+    manifest.write_text(MANIFEST, encoding="utf-8")
+    return str(kafka_broker.bootstrap), manifest, tmp_path / "plan.json"
+
+
+def cli(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+def test_apply_of_a_saved_plan_applies_exactly_that_plan(setup, config_command) -> None:  # type: ignore[no-untyped-def]
+    bootstrap, manifest, planfile = setup
+    result = cli("plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile))
+    assert result.exit_code == 0, result.output
+    # The manifests change after the plan: the saved plan must not see it.
+    manifest.write_text(
+        MANIFEST + "    - entity: {user: svc-c}\n      values: {producer_byte_rate: 5MiB}\n",
+        encoding="utf-8",
+    )
+    applied = cli("apply", str(planfile), "--bootstrap-server", bootstrap)
+    assert applied.exit_code == 0, applied.output
+    assert "Apply complete" in applied.output
+    assert config_command_view(config_command) == {
+        Entity.of(user="svc-a"): {"producer_byte_rate": 1048576.0},
+        Entity.of(user="svc-b"): {"consumer_byte_rate": 2097152.0},
+    }
+
+
+def test_a_stale_plan_is_refused_and_names_the_entity(setup, config_command, admin) -> None:  # type: ignore[no-untyped-def]
+    bootstrap, manifest, planfile = setup
+    assert (
+        cli("apply", str(manifest), "--bootstrap-server", bootstrap, "--auto-approve").exit_code
+        == 0
+    )
+    manifest.write_text(MANIFEST.replace("1MiB", "3MiB"), encoding="utf-8")
+    assert (
+        cli(
+            "plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile)
+        ).exit_code
+        == 0
+    )
+    # Behind the tool's back, between plan and apply:
+    config_command(
+        [
+            "--alter",
+            "--add-config",
+            "producer_byte_rate=4096",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "svc-a",
+        ]
+    )
+    from quotaform.wire import FilterComponent
+
+    eventually(
+        lambda: admin.describe_client_quotas([FilterComponent.exact("user", "svc-a")], strict=True),
+        lambda d: d.get(Entity.of(user="svc-a")) == {"producer_byte_rate": 4096.0},
+    )
+    refused = cli("apply", str(planfile), "--bootstrap-server", bootstrap)
+    assert refused.exit_code == EXIT_STALE_PLAN, refused.output
+    assert "stale" in refused.output
+    assert 'user="svc-a"' in refused.output
+    # Nothing was applied: the value set behind the tool's back stays.
+    assert config_command_view(config_command)[Entity.of(user="svc-a")] == {
+        "producer_byte_rate": 4096.0
+    }
+
+
+def test_a_plan_for_another_cluster_is_refused(setup, config_command) -> None:  # type: ignore[no-untyped-def]
+    bootstrap, manifest, planfile = setup
+    assert (
+        cli(
+            "plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile)
+        ).exit_code
+        == 0
+    )
+    plan = read_plan_file(planfile)
+    other = Plan(
+        cluster="prod-eu",
+        cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
+        changes=plan.changes,
+        deletes_allowed=plan.deletes_allowed,
+    )
+    write_plan_file(other, planfile)
+    refused = cli("apply", str(planfile), "--bootstrap-server", bootstrap)
+    assert refused.exit_code == 1
+    assert "made for cluster id 'AAAAAAAAAAAAAAAAAAAAAA'" in refused.output
+    assert config_command_view(config_command) == {}
+
+
+def test_a_damaged_plan_file_is_refused(setup, config_command) -> None:  # type: ignore[no-untyped-def]
+    bootstrap, manifest, planfile = setup
+    assert (
+        cli(
+            "plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile)
+        ).exit_code
+        == 0
+    )
+    doc = json.loads(planfile.read_text(encoding="utf-8"))
+    doc["plan"]["changes"][0]["after"]["producer_byte_rate"] = 999999999.0
+    planfile.write_text(json.dumps(doc), encoding="utf-8")
+    refused = cli("apply", str(planfile), "--bootstrap-server", bootstrap)
+    assert refused.exit_code == 1
+    assert "damaged or was edited" in refused.output
+    assert config_command_view(config_command) == {}
+
+
+def test_allow_deletes_cannot_change_a_saved_plan(setup) -> None:  # type: ignore[no-untyped-def]
+    bootstrap, manifest, planfile = setup
+    assert (
+        cli(
+            "plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile)
+        ).exit_code
+        == 0
+    )
+    refused = cli("apply", str(planfile), "--bootstrap-server", bootstrap, "--allow-deletes")
+    assert refused.exit_code == 1
+    assert "cannot change a saved plan" in refused.output
