@@ -404,3 +404,80 @@ def test_results_are_matched_by_entity_not_position(admin, uniq) -> None:  # typ
     for i, e in enumerate(reversed(entities)):
         expect = AlterOutcome.FAILED if i % 3 == 0 else AlterOutcome.APPLIED
         assert results[e].outcome is expect, (e, results[e])
+
+
+def _raw_alter(admin, entries: list, *, validate_only: bool):  # type: ignore[no-untyped-def,type-arg]
+    """An AlterClientQuotas request sent as is (bypassing our layer's checks)."""
+    request = AlterClientQuotasRequest(entries=entries, validate_only=validate_only)
+
+    async def send():  # type: ignore[no-untyped-def]
+        return await admin._manager.send(request)
+
+    return admin._manager.run(send)
+
+
+def _raw_entry(etype: str, name: str | None, key: str, value: float):  # type: ignore[no-untyped-def]
+    entry = AlterClientQuotasRequest.EntryData
+    return entry(
+        entity=[entry.EntityData(entity_type=etype, entity_name=name)],
+        ops=[entry.OpData(key=key, value=value, remove=False)],
+    )
+
+
+def test_a_duplicate_entity_gets_one_error_yet_its_first_occurrence_applies(admin, uniq) -> None:  # type: ignore[no-untyped-def]
+    # Why the wire layer refuses duplicates before sending.
+    name = f"{uniq}dup"
+    response = _raw_alter(
+        admin,
+        [
+            _raw_entry("user", name, "producer_byte_rate", 1000.0),
+            _raw_entry("user", name, "consumer_byte_rate", 2000.0),
+        ],
+        validate_only=False,
+    )
+    assert [(e.error_code, "duplicate" in (e.error_message or "")) for e in response.entries] == [
+        (42, True)
+    ]
+    entity = Entity.of(user=name)
+    _wait_for(admin, entity, {"producer_byte_rate": 1000.0})
+    _set(admin, entity, producer_byte_rate=None)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "accepted"),
+    [
+        ("producer_byte_rate", float("nan"), True),
+        ("request_percentage", float("nan"), True),
+        ("request_percentage", float("inf"), True),
+        ("producer_byte_rate", float("inf"), False),
+    ],
+)
+def test_nan_and_infinity_are_not_reliably_rejected(
+    admin, key: str, value: float, accepted: bool
+) -> None:  # type: ignore[no-untyped-def]
+    # Why manifests refuse NaN and Inf client-side.
+    response = _raw_alter(admin, [_raw_entry("user", "nan-check", key, value)], validate_only=True)
+    assert (response.entries[0].error_code == 0) is accepted, response.entries[0]
+
+
+def test_ip_names_are_resolved_by_the_controller(admin) -> None:  # type: ignore[no-untyped-def]
+    # Why manifests accept only literal addresses: the controller does DNS.
+    ok = _raw_alter(
+        admin, [_raw_entry("ip", "localhost", "connection_creation_rate", 5.0)], validate_only=True
+    )
+    assert ok.entries[0].error_code == 0
+    bad = _raw_alter(
+        admin,
+        [_raw_entry("ip", "kafka.example.invalid", "connection_creation_rate", 5.0)],
+        validate_only=True,
+    )
+    assert bad.entries[0].error_code == 42
+    assert "not a valid IP or resolvable host" in (bad.entries[0].error_message or "")
+
+
+def test_unknown_entity_type_in_a_filter_is_unsupported_version(admin) -> None:  # type: ignore[no-untyped-def]
+    from quotaform.errors import BrokerError
+
+    with pytest.raises(BrokerError) as info:
+        admin.describe_client_quotas([FilterComponent.any("bogus")], strict=False)
+    assert info.value.code == 35
