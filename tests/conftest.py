@@ -24,28 +24,18 @@ from quotaform.sandbox import (
     start_broker,
     stop_broker,
 )
-from quotaform.sandbox.broker import default_state_dir
+from quotaform.sandbox.broker import _is_alive, default_state_dir
 
 ConfigCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 _SESSION_PREFIX = "pytest-"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _stop_orphans() -> None:
     """Stop sandboxes of earlier pytest sessions that died without tearing down."""
     for state in sorted(default_state_dir().glob(f"{_SESSION_PREFIX}*.json")):
         owner = state.stem.removeprefix(_SESSION_PREFIX)
-        if owner.isdigit() and not _pid_alive(int(owner)):
+        if owner.isdigit() and not _is_alive(int(owner)):
             stop_broker(name=state.stem)  # verifies the pid is that sandbox's java first
 
 

@@ -59,8 +59,7 @@ _OUTPUT_TAIL_LINES = 25
 #: Command-line tools are short-lived: a small heap, serial GC and the C1 JIT only
 #: start fastest. JVM warnings go to stderr so stdout stays parseable, and CDS
 #: messages (archive missing or stale) are silenced: the JVM then just runs unshared.
-_TOOL_JVM_OPTIONS = (
-    "-Xmx256m",
+FAST_START_JVM_OPTIONS = (
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
     "-Xshare:auto",
@@ -68,6 +67,7 @@ _TOOL_JVM_OPTIONS = (
     "-Xlog:all=warning:stderr",
     "-Xlog:cds*=off:stderr",
 )
+_TOOL_JVM_OPTIONS = ("-Xmx256m", *FAST_START_JVM_OPTIONS)
 
 _POM_TEMPLATE = """\
 <project xmlns="http://maven.apache.org/POM/4.0.0">
