@@ -24,3 +24,14 @@ def admin(kafka_broker) -> Iterator[QuotaAdminClient]:  # type: ignore[no-untype
 def uniq() -> str:
     """A short unique prefix so tests sharing one broker never see each other's entities."""
     return f"t{uuid.uuid4().hex[:8]}-"
+
+
+@pytest.fixture
+def clean(admin):  # type: ignore[no-untyped-def]
+    """A broker without client quotas before and after the test (for tests that
+    own whole entity shapes; they share the session broker)."""
+    from .helpers import wipe
+
+    wipe(admin)
+    yield
+    wipe(admin)

@@ -20,20 +20,12 @@ from quotaform.live import read_live_state
 from quotaform.manifest import load_manifests
 from quotaform.render import PlanDocument
 
-from .helpers import barrier, config_command_view, wipe
+from .helpers import barrier, config_command_view
 
 pytestmark = pytest.mark.broker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
-
-
-@pytest.fixture
-def clean(admin):  # type: ignore[no-untyped-def]
-    """Every test here starts from a broker without client quotas."""
-    wipe(admin)
-    yield
-    wipe(admin)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from quotaform.entity import Entity
 from quotaform.plan import Plan
 from quotaform.planfile import EXIT_STALE_PLAN, read_plan_file, write_plan_file
 
-from .helpers import config_command_view, eventually, wipe
+from .helpers import config_command_view, eventually
 
 pytestmark = pytest.mark.broker
 runner = CliRunner()
@@ -33,13 +33,6 @@ spec:
     - entity: {user: svc-b}
       values: {consumer_byte_rate: 2MiB}
 """
-
-
-@pytest.fixture
-def clean(admin):  # type: ignore[no-untyped-def]
-    wipe(admin)
-    yield
-    wipe(admin)
 
 
 @pytest.fixture
