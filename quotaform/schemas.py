@@ -5,6 +5,7 @@ indent, trailing newline); unit tests fail when a checked-in file is stale.
 
 * ``manifest.schema.json``: one manifest document (for editors).
 * ``plan.schema.json``: the JSON plan (``plan -o json``, saved plans).
+* ``drift.schema.json``: the JSON drift report (``drift -o json``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from quotaform.manifest.schema import manifest_json_schema
+from quotaform.render.drift import drift_json_schema
 from quotaform.render.plan_json import PlanDocument
 
 __all__ = ["SCHEMAS", "main", "plan_json_schema", "render_schema"]
@@ -38,6 +40,7 @@ def plan_json_schema() -> dict[str, Any]:
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "manifest.schema.json": manifest_json_schema,
     "plan.schema.json": plan_json_schema,
+    "drift.schema.json": drift_json_schema,
 }
 
 

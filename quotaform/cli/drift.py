@@ -1,0 +1,99 @@
+"""``quotaform drift``: a read-only check of the cluster against the manifests.
+
+Exit codes (for cron jobs and alerting):
+
+* 0: in sync: every in-scope entity matches its declaration.
+* 2: drift: something in the scope is changed, missing or unexpected.
+* 1: error: bad manifests or options, connection or authorization failure,
+  wrong cluster id. Usage errors exit 1 too (click's usual 2 would read as
+  drift).
+
+Entities outside the scope never cause drift; they are only counted.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from typer.core import TyperCommand
+from typer.exceptions import TyperException
+
+from quotaform.cli.quotas import BootstrapServer, CommandConfig, Manifests, OutputFormat
+from quotaform.drift import DriftReport, detect_drift
+from quotaform.manifest import load_manifests
+from quotaform.render.drift import (
+    render_drift_json,
+    render_drift_markdown,
+    render_drift_text,
+)
+from quotaform.wire import load_connection_settings
+from quotaform.workflow import connect
+
+__all__ = ["EXIT_DRIFT", "EXIT_ERROR", "EXIT_IN_SYNC", "drift", "register"]
+
+EXIT_IN_SYNC = 0
+EXIT_ERROR = 1
+EXIT_DRIFT = 2
+_USAGE_ERROR = 2
+
+Output = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--output", "-o", help="How to print the report: text, json (alerting), markdown (tickets)."
+    ),
+]
+
+
+class _DriftCommand(TyperCommand):
+    """Makes usage errors exit 1: 2 is reserved for "drift found"."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except TyperException as exc:
+            # click's usage errors (missing argument, unknown option, bad value)
+            if exc.exit_code == _USAGE_ERROR:
+                exc.exit_code = EXIT_ERROR
+            raise
+
+
+def _print_report(report: DriftReport, output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        sys.stdout.write(render_drift_json(report))
+    elif output is OutputFormat.markdown:
+        sys.stdout.write(render_drift_markdown(report))
+    else:
+        Console().print(render_drift_text(report), highlight=False, soft_wrap=True)
+
+
+def drift(
+    manifests: Manifests,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Report how the cluster differs from the manifests; never changes it.
+
+    Reads with a read-only client. Lists in-scope entities that are changed
+    (declared and live, values differ), missing (declared, not live) or
+    unexpected (live, not declared); counts live entities outside the scope.
+
+    Exit codes: 0 in sync, 2 drift found, 1 error.
+    """
+    desired = load_manifests(manifests)
+    settings = load_connection_settings(
+        bootstrap_server=bootstrap_server, command_config=command_config
+    )
+    with connect(settings, read_only=True) as client:
+        report = detect_drift(desired, client)
+    _print_report(report, output)
+    if not report.in_sync:
+        raise typer.Exit(EXIT_DRIFT)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``drift`` to ``app``."""
+    app.command(cls=_DriftCommand)(drift)
