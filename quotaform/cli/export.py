@@ -1,0 +1,203 @@
+"""``quotaform export`` and ``quotaform import``: live quotas into manifests.
+
+Exit codes (both commands): 0 success, 1 error (bad options, an output file
+that exists without ``--force``, invalid manifests, wrong cluster, broker
+errors, edited manifests that would not load).
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from quotaform.cli.quotas import BootstrapServer, CommandConfig
+from quotaform.export import (
+    ExportError,
+    Skipped,
+    export_manifest,
+    export_scope,
+    import_entities,
+    parse_prefixes,
+    write_new_file,
+)
+from quotaform.render import entity_label
+from quotaform.wire import ConnectionSettings, load_connection_settings
+from quotaform.workflow import connect
+
+__all__ = ["Shape", "register"]
+
+
+class Shape(enum.StrEnum):
+    """Entity shapes, spelled as in ``spec.scope[].shape``."""
+
+    user = "user"
+    client_id = "client-id"
+    user_client_id = "user+client-id"
+    ip = "ip"
+
+
+def _settings(bootstrap_server: str | None, command_config: Path | None) -> ConnectionSettings:
+    return load_connection_settings(
+        bootstrap_server=bootstrap_server, command_config=command_config
+    )
+
+
+def _warn_skipped(skipped: tuple[Skipped, ...], err: Console) -> None:
+    for item in skipped:
+        err.print(
+            f"Warning: left out {entity_label(item.entity)}: {item.reason}",
+            style="yellow",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def export(
+    cluster_name: Annotated[
+        str,
+        typer.Option(
+            "--cluster-name", help="metadata.cluster of the manifest.", show_default=False
+        ),
+    ],
+    shape: Annotated[
+        list[Shape] | None,
+        typer.Option(
+            "--shape",
+            help="Entity shape to export (repeatable). Default: all four.",
+            show_default=False,
+        ),
+    ] = None,
+    prefix: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prefix",
+            metavar="TYPE=PREFIX",
+            help="Export only names of TYPE starting with PREFIX, e.g. user=svc- "
+            "(repeatable; written into spec.scope).",
+            show_default=False,
+        ),
+    ] = None,
+    include_defaults: Annotated[
+        bool,
+        typer.Option(
+            "--include-defaults/--exclude-defaults",
+            help="Whether default entities ({default: true}) are exported and owned.",
+        ),
+    ] = True,
+    pin_cluster_id: Annotated[
+        bool,
+        typer.Option(
+            "--pin-cluster-id",
+            help="Write the live cluster id as metadata.clusterId, so plan refuses "
+            "any other cluster.",
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write to this file. Default: standard output.", dir_okay=False),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
+) -> None:
+    """Write a manifest declaring the live quotas in scope (read-only client).
+
+    Planning the written file against the same cluster shows no changes.
+    Exit codes: 0 written, 1 error (including an existing --out without --force).
+    """
+    scope = export_scope(
+        [s.value for s in shape or Shape],
+        parse_prefixes(prefix or []),
+        include_defaults=include_defaults,
+    )
+    if out is not None and out.exists() and not force:
+        raise ExportError(f"{out} already exists: pass --force to overwrite it")
+    settings = _settings(bootstrap_server, command_config)
+    with connect(settings, read_only=True) as client:
+        result = export_manifest(
+            client,
+            cluster=cluster_name,
+            scope=scope,
+            bootstrap=settings.bootstrap_servers,
+            pin_cluster_id=pin_cluster_id,
+        )
+    err = Console(stderr=True)
+    _warn_skipped(result.skipped, err)
+    if out is None:
+        sys.stdout.write(result.text)
+    else:
+        write_new_file(out, result.text, force=force)
+    where = "standard output" if out is None else str(out)
+    err.print(
+        f"Exported {len(result.entities)} entit{'y' if len(result.entities) == 1 else 'ies'} "
+        f"({scope}) to {where}.",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def import_(
+    manifests: Annotated[
+        list[Path],
+        typer.Argument(
+            help="The manifest set: files or directories (as for plan).", show_default=False
+        ),
+    ],
+    into: Annotated[
+        Path,
+        typer.Option(
+            "--into",
+            help="The manifest file (one of the set) to append new entries to.",
+            dir_okay=False,
+            show_default=False,
+        ),
+    ],
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update",
+            help="Also overwrite declared values that differ from live (adopt drift), "
+            "in the files that declare them.",
+        ),
+    ] = False,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
+) -> None:
+    """Add live entities in the manifests' scope that no manifest declares.
+
+    Comments, ordering and quoting of the edited files are kept; the set is
+    loaded again after writing and restored if it would not load.
+    Exit codes: 0 success (also when nothing was missing), 1 error.
+    """
+    with connect(_settings(bootstrap_server, command_config), read_only=True) as client:
+        result = import_entities(manifests, client, into=into, update=update)
+    err = Console(stderr=True)
+    _warn_skipped(result.skipped, err)
+    for path in result.reformatted:
+        err.print(
+            f"Note: {path} was re-indented to the examples/ layout while editing it.",
+            style="yellow",
+            highlight=False,
+        )
+    if not result.changed:
+        typer.echo("Nothing to import: the manifests declare every live entity in their scope.")
+        return
+    for entity in result.added:
+        typer.echo(f"  + {entity_label(entity)}")
+    for entity, path in result.updated:
+        typer.echo(f"  ~ {entity_label(entity)} ({path})")
+    typer.echo(
+        f"Imported {len(result.added)} entit{'y' if len(result.added) == 1 else 'ies'} into "
+        f"{result.into}; updated {len(result.updated)}."
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add export and import to ``app``."""
+    app.command()(export)
+    app.command("import")(import_)
