@@ -8,13 +8,14 @@ tuples and read-only mappings, ordered deterministically.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from quotaform.entity import CLIENT_ID, ENTITY_TYPES, IP, USER, VALID_SHAPES, Entity
 
 __all__ = [
     "SHAPE_NAMES",
+    "ChangeLimits",
     "DesiredEntity",
     "DesiredState",
     "Scope",
@@ -206,14 +207,45 @@ class DesiredEntity:
             ``controller_mutation_rate``, connections/s for
             ``connection_creation_rate``. Keys not listed are not managed for
             this entity.
-        prevent_destroy: the manifest asks never to delete this entity.
-        source: where the entity was declared.
+        prevent_destroy: the manifest asks never to delete this entity nor
+            remove any of its quota keys (``preventDestroy: true``).
+        source: where the entity was declared; for an entity declared by a
+            shared document and overlaid by a cluster's own document, the
+            cluster's own declaration.
+        shared_source: the shared declaration (``metadata.clusters``) that
+            ``source`` overlays, ``None`` when there is none.
     """
 
     entity: Entity
     quotas: Mapping[str, float]
     prevent_destroy: bool
     source: SourceLocation
+    shared_source: SourceLocation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeLimits:
+    """The change budget the manifests declare (``spec.changeBudget``).
+
+    ``None`` means "not declared here": the guard's default (or a flag)
+    applies. :func:`quotaform.guards.budget_from_manifest` turns these into a
+    :class:`~quotaform.guards.ChangeBudget`.
+
+    Attributes:
+        max_deletes: most entities one plan may delete.
+        max_delete_fraction: largest share (0 to 1) of the live in-scope
+            entities one plan may delete.
+        max_relax_factor: largest factor by which one plan may raise a quota
+            value (a removed key counts as raised to its fallback).
+    """
+
+    max_deletes: int | None = None
+    max_delete_fraction: float | None = None
+    max_relax_factor: float | None = None
+
+
+def _no_protection() -> Mapping[Entity, SourceLocation]:
+    return MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +253,8 @@ class DesiredState:
     """Everything a manifest set declares, validated.
 
     Attributes:
-        cluster: the cluster's name (``metadata.cluster``).
+        cluster: the cluster's name: the one the set names (``metadata.cluster``),
+            or the one it was loaded for when it names several.
         cluster_id: the expected Kafka cluster id (``metadata.clusterId``), or
             ``None`` when no manifest gives one.
         scope: what the manifests own.
@@ -231,6 +264,13 @@ class DesiredState:
             :meth:`Entity.sort_key` order.
         warnings: ``path:line: field: message`` texts about things that are valid
             but probably not meant (e.g. a user literally named ``"<default>"``).
+        protected: entities that must never be deleted, each with where the
+            protection is declared (a ``spec.protect`` entry, else the
+            ``preventDestroy`` declaration), iterating in
+            :meth:`Entity.sort_key` order. Unlike ``preventDestroy``, a
+            ``spec.protect`` entry outlives the entity's own declaration: it
+            is what keeps an undeclared entity from being deleted.
+        change_limits: the declared change budget (``spec.changeBudget``).
     """
 
     cluster: str
@@ -239,6 +279,8 @@ class DesiredState:
     allow_deletes: bool
     entities: Mapping[Entity, DesiredEntity]
     warnings: tuple[str, ...] = ()
+    protected: Mapping[Entity, SourceLocation] = field(default_factory=_no_protection)
+    change_limits: ChangeLimits = ChangeLimits()
 
     @classmethod
     def build(
@@ -250,8 +292,13 @@ class DesiredState:
         allow_deletes: bool,
         entities: Iterable[DesiredEntity],
         warnings: Iterable[str] = (),
+        protected: Mapping[Entity, SourceLocation] | None = None,
+        change_limits: ChangeLimits | None = None,
     ) -> DesiredState:
         """A state with entities sorted and wrapped read-only.
+
+        ``protected`` is completed with every ``preventDestroy`` entity (at its
+        declaration) that it does not already name.
 
         Raises:
             ValueError: the same entity is given twice.
@@ -261,6 +308,10 @@ class DesiredState:
             if desired.entity in by_entity:
                 raise ValueError(f"entity {desired.entity} given twice")
             by_entity[desired.entity] = desired
+        guarded = dict(protected or {})
+        for desired in by_entity.values():
+            if desired.prevent_destroy:
+                guarded.setdefault(desired.entity, desired.source)
         return cls(
             cluster=cluster,
             cluster_id=cluster_id,
@@ -268,4 +319,8 @@ class DesiredState:
             allow_deletes=allow_deletes,
             entities=MappingProxyType(by_entity),
             warnings=tuple(warnings),
+            protected=MappingProxyType(
+                {e: guarded[e] for e in sorted(guarded, key=Entity.sort_key)}
+            ),
+            change_limits=change_limits or ChangeLimits(),
         )

@@ -5,7 +5,12 @@ used), ``loader`` reads files and checks the set as a whole, ``schema`` renders
 the models as the JSON Schema in ``schemas/manifest.schema.json``.
 """
 
-from quotaform.manifest.loader import ManifestError, ManifestProblem, load_manifests
+from quotaform.manifest.loader import (
+    ManifestError,
+    ManifestProblem,
+    load_manifests,
+    manifest_clusters,
+)
 from quotaform.manifest.models import API_VERSION, KIND, ManifestDocument
 
 __all__ = [
@@ -15,4 +20,5 @@ __all__ = [
     "ManifestError",
     "ManifestProblem",
     "load_manifests",
+    "manifest_clusters",
 ]

@@ -24,6 +24,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from quotaform.desired import (
+    ChangeLimits,
     DesiredEntity,
     DesiredState,
     Scope,
@@ -35,14 +36,23 @@ from quotaform.desired import (
 from quotaform.entity import QUOTA_KEYS, Entity
 from quotaform.errors import QuotaformError
 from quotaform.manifest.models import (
+    ALL_CLUSTERS,
+    ChangeBudgetSpec,
     ManifestDocument,
+    ProtectEntry,
     QuotaEntry,
     QuotaValues,
     ScopeEntry,
 )
 from quotaform.units import render_raw
 
-__all__ = ["MANIFEST_SUFFIXES", "ManifestError", "ManifestProblem", "load_manifests"]
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "ManifestError",
+    "ManifestProblem",
+    "load_manifests",
+    "manifest_clusters",
+]
 
 #: File suffixes picked up when a directory is given.
 MANIFEST_SUFFIXES = (".yaml", ".yml")
@@ -315,12 +325,15 @@ class _Document:
     path: str
     root: Any  # plain data
     node: Node  # the same document's node tree, for line numbers
-    cluster: str | None = None
+    clusters: tuple[str, ...] | None = None  # None: not known (metadata invalid)
+    shared: bool = False  # named by metadata.clusters rather than metadata.cluster
     cluster_id: str | None = None
     scope: list[ScopeEntry] | None = None  # None: not declared
     scope_valid: bool = True
     allow_deletes: bool | None = None  # None: not set here
     quotas: list[tuple[int, QuotaEntry]] = field(default_factory=list)
+    protect: list[tuple[int, ProtectEntry]] = field(default_factory=list)
+    budget: dict[str, float | int] = field(default_factory=dict)  # YAML name -> value
 
     def locate(self, *loc: int | str) -> tuple[int | None, str]:
         return _resolve(self.node, loc)
@@ -332,6 +345,23 @@ class _Document:
     def source(self, *loc: int | str) -> SourceLocation:
         line, _ = self.locate(*loc)
         return SourceLocation(self.path, line or 1)
+
+    @property
+    def clusters_loc(self) -> tuple[str, str]:
+        return ("metadata", "clusters" if self.shared else "cluster")
+
+    def applies_to(self, cluster: str) -> bool:
+        """Whether this document is part of ``cluster``'s set."""
+        names = self.clusters or ()
+        return cluster in names or (self.shared and ALL_CLUSTERS in names)
+
+
+def _budget_values(spec: ChangeBudgetSpec) -> dict[str, float | int]:
+    return {
+        info.alias or name: getattr(spec, name)
+        for name, info in ChangeBudgetSpec.model_fields.items()
+        if name in spec.model_fields_set
+    }
 
 
 def _salvage(doc: _Document, plain: dict[Any, Any]) -> None:
@@ -347,9 +377,18 @@ def _salvage(doc: _Document, plain: dict[Any, Any]) -> None:
     metadata = plain.get("metadata")
     if isinstance(metadata, dict):
         # Taken field by field: a bad label must not hide a cluster mismatch.
-        for attr, key in (("cluster", "cluster"), ("cluster_id", "clusterId")):
-            if isinstance(metadata.get(key), str) and metadata[key]:
-                setattr(doc, attr, metadata[key])
+        cluster, clusters = metadata.get("cluster"), metadata.get("clusters")
+        if isinstance(cluster, str) and cluster and clusters is None:
+            doc.clusters = (cluster,)
+        elif (
+            isinstance(clusters, list)
+            and clusters
+            and all(isinstance(c, str) and c for c in clusters)
+            and cluster is None
+        ):
+            doc.clusters, doc.shared = tuple(clusters), True
+        if isinstance(metadata.get("clusterId"), str) and metadata["clusterId"]:
+            doc.cluster_id = metadata["clusterId"]
     spec = plain.get("spec")
     if not isinstance(spec, dict):
         doc.scope_valid = "spec" not in plain
@@ -361,12 +400,22 @@ def _salvage(doc: _Document, plain: dict[Any, Any]) -> None:
         entries = [valid(ScopeEntry, e) for e in scope] if isinstance(scope, list) else [None]
         doc.scope = [e for e in entries if e is not None]
         doc.scope_valid = bool(entries) and all(e is not None for e in entries)
-    quotas = spec.get("quotas")
-    if isinstance(quotas, list):
-        for index, raw in enumerate(quotas):
-            entry = valid(QuotaEntry, raw)
-            if entry is not None:
-                doc.quotas.append((index, entry))
+    for key, model, target in (
+        ("quotas", QuotaEntry, doc.quotas),
+        ("protect", ProtectEntry, doc.protect),
+    ):
+        raw_list = spec.get(key)
+        if isinstance(raw_list, list):
+            for index, raw in enumerate(raw_list):
+                entry = valid(model, raw)
+                if entry is not None:
+                    target.append((index, entry))
+    budget = spec.get("changeBudget")
+    if isinstance(budget, dict):
+        for name, value in budget.items():
+            part = valid(ChangeBudgetSpec, {name: value})
+            if part is not None:
+                doc.budget.update(_budget_values(part))
 
 
 def _parse_document(
@@ -394,33 +443,43 @@ def _parse_document(
             problems.append(doc.problem(_message(error), *error["loc"]))
         _salvage(doc, plain)
         return doc
-    doc.cluster = model.metadata.cluster
+    doc.clusters = model.metadata.names
+    doc.shared = model.metadata.clusters is not None
     doc.cluster_id = model.metadata.cluster_id
     doc.scope = model.spec.scope
     if "allow_deletes" in model.spec.model_fields_set:
         doc.allow_deletes = model.spec.allow_deletes
     doc.quotas = list(enumerate(model.spec.quotas))
+    doc.protect = list(enumerate(model.spec.protect or ()))
+    if model.spec.change_budget is not None:
+        doc.budget = _budget_values(model.spec.change_budget)
     return doc
+
+
+def _read_set(paths: Sequence[str | Path], problems: list[ManifestProblem]) -> list[_Document]:
+    docs: list[_Document] = []
+    for file in _find_files(paths, problems):
+        for root, node in _read_documents(file, problems):
+            doc = _parse_document(str(file), root, node, problems)
+            if doc is not None:
+                docs.append(doc)
+    if not docs and not problems:
+        where = str(paths[0]) if paths else "(no paths given)"
+        problems.append(ManifestProblem(where, None, "(file)", "no manifest documents found"))
+    return docs
 
 
 # ----------------------------------------------------------------- set checks
 
 
-def _check_entry(
-    doc: _Document,
-    index: int,
-    entry: QuotaEntry,
-    problems: list[ManifestProblem],
-    warnings: list[ManifestProblem],
-) -> tuple[Entity, str]:
-    """Per-entry checks that need the entity and the key together; returns the
-    entity and a note on respelled IPs (empty when none) for later messages."""
+def _check_keys(
+    doc: _Document, index: int, entry: QuotaEntry, problems: list[ManifestProblem]
+) -> None:
+    """Keys that do not apply to the entry's entity type (a per-document check)."""
     entity = entry.entity.to_entity()
-    note = ""
-    types = set(entity.types)
     for key in entry.values.as_dict():
         spec = QUOTA_KEYS[key]
-        if not types <= spec.entity_types:
+        if not set(entity.types) <= spec.entity_types:
             applies = (
                 "ip entities"
                 if spec.entity_types == {"ip"}
@@ -437,15 +496,29 @@ def _check_entry(
                     key,
                 )
             )
-    raw_entity = doc.root["spec"]["quotas"][index]["entity"]
+
+
+def _check_names(
+    doc: _Document,
+    loc: tuple[int | str, ...],
+    entity: Entity,
+    warnings: list[ManifestProblem],
+) -> str:
+    """Warnings about names that are valid but probably not meant; returns a
+    note on a respelled IP (empty when none) for later messages. ``loc`` is the
+    entity's location in the document (``spec, quotas, 3, entity``)."""
+    note = ""
+    raw_entity: Any = doc.root
+    for part in loc:
+        raw_entity = raw_entity[part]
     for etype, name in entity.parts:
-        loc = ("spec", "quotas", index, "entity", etype)
+        at = (*loc, etype)
         if name == "<default>":
             warnings.append(
                 doc.problem(
                     f'"<default>" is an ordinary {etype} name to Kafka, not the default '
                     f"{etype}; write {{default: true}} for the default {etype}",
-                    *loc,
+                    *at,
                 )
             )
         raw = raw_entity.get(etype)
@@ -456,10 +529,10 @@ def _check_entry(
                     f"ip {render_raw(str(raw))} is used as {render_raw(name)}, its canonical "
                     "spelling: Kafka stores two spellings of one address as separate "
                     "entities that enforce as one",
-                    *loc,
+                    *at,
                 )
             )
-    return entity, note
+    return note
 
 
 def _agree(
@@ -492,50 +565,165 @@ def _scope_rule(entry: ScopeEntry) -> ScopeRule:
     )
 
 
-def load_manifests(paths: Sequence[str | Path]) -> DesiredState:
+def _named(docs: Sequence[_Document]) -> list[str]:
+    """Cluster names the documents give, sorted, ``"*"`` left out."""
+    return sorted({n for d in docs for n in d.clusters or () if n != ALL_CLUSTERS})
+
+
+def _select(
+    docs: list[_Document],
+    cluster: str | None,
+    where: str,
+    problems: list[ManifestProblem],
+) -> tuple[str | None, list[_Document], bool] | None:
+    """``(cluster name, the documents for it, whether every document's cluster
+    is known)``, or ``None`` when the set cannot be narrowed to one cluster (a
+    problem says why) and set-level checks must not run. The name is ``None``
+    only when no document gives a valid one (already a problem)."""
+    named = _named(docs)
+    if cluster is None and not any(d.shared for d in docs):
+        # The single-cluster form: differing names are most likely a typo.
+        name = _agree(
+            [(d, d.clusters[0]) for d in docs if d.clusters],
+            ("metadata", "cluster"),
+            "name the same cluster",
+            problems,
+        )
+        return (str(name) if name is not None else None), docs, True
+    if cluster is None:
+        if len(named) == 1:
+            return named[0], [d for d in docs if d.clusters is None or d.applies_to(named[0])], True
+        shared = next(d for d in docs if d.shared)
+        if not named:
+            problems.append(
+                shared.problem(
+                    'no manifest names a cluster: "*" stands for every cluster the set '
+                    "names; name one with metadata.cluster or metadata.clusters",
+                    *shared.clusters_loc,
+                )
+            )
+            return None
+        first = named[0]
+        second = next(
+            d for d in docs if any(n not in (first, ALL_CLUSTERS) for n in d.clusters or ())
+        )
+        problems.append(
+            second.problem(
+                f"the manifests name {len(named)} clusters ({', '.join(named)}): "
+                "load them for one cluster at a time (--cluster NAME)",
+                *second.clusters_loc,
+            )
+        )
+        return None
+    if cluster not in named:
+        listed = f"the set names {', '.join(named)}" if named else "the set names no cluster"
+        problems.append(
+            ManifestProblem(
+                where,
+                None,
+                "metadata.cluster",
+                f"no manifest names cluster {render_raw(cluster)} ({listed}); "
+                '"*" documents apply only to clusters some document names',
+            )
+        )
+        return None
+    selected = [d for d in docs if d.applies_to(cluster)]
+    return cluster, selected, all(d.clusters is not None for d in docs)
+
+
+def manifest_clusters(paths: Sequence[str | Path]) -> list[str]:
+    """The cluster names a manifest set gives, sorted (``"*"`` left out): the
+    clusters ``load_manifests(paths, cluster=name)`` can load.
+
+    Raises:
+        ManifestError: a file or document cannot be read or validated (the
+            same per-document problems :func:`load_manifests` reports).
+    """
+    problems: list[ManifestProblem] = []
+    docs = _read_set(paths, problems)
+    if problems:
+        raise ManifestError(problems)
+    return _named(docs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    """One quota entry before overlays are merged, with the note on a
+    respelled IP for duplicate messages."""
+
+    desired: DesiredEntity
+    note: str
+
+
+def _merge(shared: _Declared | None, own: _Declared | None) -> DesiredEntity:
+    """A cluster's own declaration overlays the shared one key by key."""
+    if shared is None or own is None:
+        found = own or shared
+        assert found is not None
+        return found.desired
+    quotas = {**shared.desired.quotas, **own.desired.quotas}
+    return DesiredEntity(
+        entity=own.desired.entity,
+        quotas=MappingProxyType({k: quotas[k] for k in sorted(quotas)}),
+        # Protection only adds up: an overlay cannot drop what the shared file asks.
+        prevent_destroy=shared.desired.prevent_destroy or own.desired.prevent_destroy,
+        source=own.desired.source,
+        shared_source=shared.desired.source,
+    )
+
+
+def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -> DesiredState:
     """Load, validate and merge manifest files into one :class:`DesiredState`.
 
     Args:
         paths: files (any name) and directories (searched recursively for
             ``*.yaml`` / ``*.yml``, sorted, hidden entries skipped). Each file may
             hold several YAML documents (``---``); empty documents are ignored.
+        cluster: the cluster to load the set for. Documents name one cluster
+            (``metadata.cluster``: the cluster's own document) or several
+            (``metadata.clusters``, ``["*"]`` for every cluster the set names:
+            a shared document). With a name, the documents for that cluster are
+            used and the others ignored (their per-document problems are still
+            reported); the name must be given by some document. ``None``: the
+            set must name exactly one cluster.
 
     Returns:
-        The set's cluster name and id, scope (the union of every document's
+        The cluster's name and id, scope (the union of the documents'
         ``spec.scope``), ``allowDeletes``, the declared entities with their quota
-        values as float64 (bytes/s, %, mutations/s, connections/s), and warnings.
+        values as float64 (bytes/s, %, mutations/s, connections/s), the
+        protected entities (``spec.protect`` and ``preventDestroy``), the change
+        budget (``spec.changeBudget``), and warnings. An entity declared both by
+        a shared document and by the cluster's own document gets the shared
+        values overridden and extended, key by key, by the cluster's own.
 
     Raises:
         ManifestError: with every problem in every file: YAML syntax and duplicate
             keys, unknown or missing fields, bad entity names and shapes
             (KIP-546/KIP-612), CIDR or host names as ip, bad quota values
             (``ClientQuotaControlManager.validateQuotaKeyValue`` rules), keys not
-            valid for the entity type, the same entity declared twice, documents
-            naming different clusters / cluster ids / allowDeletes, no scope
-            declared anywhere, and entities outside the scope.
+            valid for the entity type, the same entity declared twice by
+            documents of one kind (shared or the cluster's own), documents
+            naming different clusters without ``cluster`` to choose, an unknown
+            ``cluster``, differing cluster ids / allowDeletes / change budgets,
+            no scope declared anywhere, and entities (declared or protected)
+            outside the scope.
     """
     problems: list[ManifestProblem] = []
     warnings: list[ManifestProblem] = []
-    docs: list[_Document] = []
-    for file in _find_files(paths, problems):
-        for root, node in _read_documents(file, problems):
-            doc = _parse_document(str(file), root, node, problems)
-            if doc is not None:
-                docs.append(doc)
+    docs = _read_set(paths, problems)
     # A document that could not be read may have carried scope entries: judging
     # coverage without it would report entities that are in fact owned.
     unreadable = any(p.field in ("(yaml)", "(file)", "(document)") for p in problems)
+    for doc in docs:
+        for index, entry in doc.quotas:
+            _check_keys(doc, index, entry, problems)
 
-    if not docs and not problems:
-        where = str(paths[0]) if paths else "(no paths given)"
-        problems.append(ManifestProblem(where, None, "(file)", "no manifest documents found"))
+    where = str(paths[0]) if paths else "(no paths given)"
+    selection = _select(docs, cluster, where, problems)
+    if selection is None:
+        raise ManifestError(problems)
+    name, docs, clusters_known = selection
 
-    cluster = _agree(
-        [(d, d.cluster) for d in docs if d.cluster is not None],
-        ("metadata", "cluster"),
-        "name the same cluster",
-        problems,
-    )
     cluster_id = _agree(
         [(d, d.cluster_id) for d in docs if d.cluster_id is not None],
         ("metadata", "clusterId"),
@@ -548,9 +736,17 @@ def load_manifests(paths: Sequence[str | Path]) -> DesiredState:
         "agree on allowDeletes",
         problems,
     )
+    budget: dict[str, Any] = {}
+    for yaml_name in ("maxDeletes", "maxDeleteFraction", "maxRelaxFactor"):
+        budget[yaml_name] = _agree(
+            [(d, d.budget[yaml_name]) for d in docs if yaml_name in d.budget],
+            ("spec", "changeBudget", yaml_name),
+            f"agree on changeBudget.{yaml_name}",
+            problems,
+        )
 
     scope = Scope.build(_scope_rule(e) for d in docs for e in (d.scope or ()))
-    scope_known = not unreadable and all(d.scope_valid for d in docs)
+    scope_known = not unreadable and clusters_known and all(d.scope_valid for d in docs)
     if docs and scope_known and not any(d.scope is not None for d in docs):
         problems.append(
             docs[0].problem(
@@ -563,47 +759,74 @@ def load_manifests(paths: Sequence[str | Path]) -> DesiredState:
         )
         scope_known = False
 
-    desired: dict[Entity, DesiredEntity] = {}
+    def outside(entity: Entity, what: str) -> str:
+        return (
+            f"{entity} is {what}outside the manifests' scope ({scope}): add a "
+            "spec.scope entry that owns it, or remove it"
+        )
+
+    # Shared documents (metadata.clusters) first, then the cluster's own: the
+    # second level overlays the first; within a level a repeat is an error.
+    levels: tuple[dict[Entity, _Declared], dict[Entity, _Declared]] = ({}, {})
     for doc in docs:
+        declared = levels[0] if doc.shared else levels[1]
         for index, entry in doc.quotas:
-            entity, note = _check_entry(doc, index, entry, problems, warnings)
-            source = doc.source("spec", "quotas", index)
-            if entity in desired:
+            loc = ("spec", "quotas", index, "entity")
+            entity = entry.entity.to_entity()
+            note = _check_names(doc, loc, entity, warnings)
+            if entity in declared:
+                first = declared[entity]
                 problems.append(
                     doc.problem(
-                        f"{entity} is declared twice: first at {desired[entity].source}{note}",
-                        "spec",
-                        "quotas",
-                        index,
-                        "entity",
+                        f"{entity} is declared twice: first at "
+                        f"{first.desired.source}{first.note or note}",
+                        *loc,
                     )
                 )
                 continue
             if scope_known and not scope.contains(entity):
-                problems.append(
-                    doc.problem(
-                        f"{entity} is outside the manifests' scope ({scope}): add a "
-                        "spec.scope entry that owns it, or remove it",
-                        "spec",
-                        "quotas",
-                        index,
-                        "entity",
-                    )
-                )
-            desired[entity] = DesiredEntity(
-                entity=entity,
-                quotas=MappingProxyType(entry.values.as_dict()),
-                prevent_destroy=entry.prevent_destroy,
-                source=source,
+                problems.append(doc.problem(outside(entity, ""), *loc))
+            declared[entity] = _Declared(
+                DesiredEntity(
+                    entity=entity,
+                    quotas=MappingProxyType(entry.values.as_dict()),
+                    prevent_destroy=entry.prevent_destroy,
+                    source=doc.source("spec", "quotas", index),
+                ),
+                note,
             )
+    shared, own = levels
+    desired = [_merge(shared.get(e), own.get(e)) for e in {**shared, **own}]
+
+    protected: dict[Entity, SourceLocation] = {}
+    for doc in docs:
+        for index, protect in doc.protect:
+            loc = ("spec", "protect", index, "entity")
+            entity = protect.entity.to_entity()
+            _check_names(doc, loc, entity, warnings)
+            if scope_known and not scope.contains(entity):
+                problems.append(doc.problem(outside(entity, "protected but "), *loc))
+            protected.setdefault(entity, doc.source("spec", "protect", index))
+    # preventDestroy where it is written (a merged entity's source is the
+    # cluster's own declaration, which need not be the one that sets it).
+    for level in (own, shared):
+        for entity, found in level.items():
+            if found.desired.prevent_destroy:
+                protected.setdefault(entity, found.desired.source)
 
     if problems:
         raise ManifestError(problems)
     return DesiredState.build(
-        cluster=str(cluster),
+        cluster=str(name),
         cluster_id=cluster_id if isinstance(cluster_id, str) else None,
         scope=scope,
         allow_deletes=bool(allow_deletes),
-        entities=desired.values(),
+        entities=desired,
         warnings=[str(w) for w in sorted(warnings, key=ManifestProblem.sort_key)],
+        protected=protected,
+        change_limits=ChangeLimits(
+            max_deletes=budget["maxDeletes"],
+            max_delete_fraction=budget["maxDeleteFraction"],
+            max_relax_factor=budget["maxRelaxFactor"],
+        ),
     )

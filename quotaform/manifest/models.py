@@ -18,22 +18,28 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails
 
 from quotaform.entity import INT_MAX, LONG_MAX, Entity
 from quotaform.units import parse_quota_value, render_raw
 
 __all__ = [
+    "ALL_CLUSTERS",
     "API_VERSION",
     "KIND",
+    "ChangeBudgetSpec",
     "DefaultEntity",
     "EntitySpec",
     "ManifestDocument",
     "Metadata",
+    "ProtectEntry",
     "QuotaEntry",
     "QuotaValues",
     "ScopeEntry",
@@ -44,6 +50,8 @@ __all__ = [
 
 API_VERSION = "quotaform.io/v1"
 KIND = "ClientQuotas"
+#: ``metadata.clusters: ["*"]``: a shared document for every cluster the set names.
+ALL_CLUSTERS = "*"
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
 
@@ -87,12 +95,22 @@ _ENTITY_PART_SCHEMA = {
 _ENTITY_FIELD_TYPES = {"user": "user", "client_id": "client-id", "ip": "ip"}
 
 
+_YAML_NAMES = {
+    "cluster_id": "clusterId",
+    "client_id": "client-id",
+    "change_budget": "changeBudget",
+    "max_deletes": "maxDeletes",
+    "max_delete_fraction": "maxDeleteFraction",
+    "max_relax_factor": "maxRelaxFactor",
+}
+
+
 def _reject_null(value: object, info: ValidationInfo) -> object:
     # Optional fields use None for "left out"; an explicit YAML null is more
     # likely a half-deleted entry than a wish, so it is refused.
     if value is None:
         field = info.field_name or ""
-        name = {"cluster_id": "clusterId", "client_id": "client-id"}.get(field, field)
+        name = _YAML_NAMES.get(field, field)
         raise ValueError(f"{name} is null: give a value, or leave {name} out")
     return value
 
@@ -301,8 +319,66 @@ class QuotaEntry(BaseModel):
     prevent_destroy: bool = Field(
         default=False,
         alias="preventDestroy",
-        description="Refuse to delete this entity even when allowDeletes is true.",
+        description="Refuse to delete this entity or to remove any of its quota keys "
+        "(a removed key means unlimited throughput or a fallback), whatever allowDeletes "
+        "and the command-line flags say. It lasts only while this entry does: to keep "
+        "an entity after its entry is removed, list it in spec.protect.",
     )
+
+
+class ProtectEntry(BaseModel):
+    """An entity that must never be deleted, whether or not a manifest declares
+    its quotas (Terraform's prevent_destroy, kept apart from the declaration so
+    that removing the declaration cannot remove the protection)."""
+
+    model_config = _CONFIG
+
+    entity: EntitySpec
+
+
+class ChangeBudgetSpec(BaseModel):
+    """Limits on what one plan may change; apply refuses a plan over them unless
+    the matching command-line flag allows it. Documents that set a field must
+    agree on it; command-line options override."""
+
+    model_config = ConfigDict(**_CONFIG, json_schema_extra={"minProperties": 1})
+
+    max_deletes: int | None = Field(
+        default=None,
+        alias="maxDeletes",
+        ge=0,
+        description="Most entities one plan may delete (--allow-mass-delete to exceed). "
+        "Default: no limit.",
+    )
+    max_delete_fraction: float | None = Field(
+        default=None,
+        alias="maxDeleteFraction",
+        ge=0,
+        le=1,
+        description="Largest share (0 to 1) of the live in-scope entities one plan may "
+        "delete (--allow-mass-delete to exceed). Default: no limit.",
+    )
+    max_relax_factor: float | None = Field(
+        default=None,
+        alias="maxRelaxFactor",
+        ge=1,
+        description="Largest factor by which one plan may raise a quota value; removing "
+        "a key raises it to its fallback (another entity's value, or unlimited) "
+        "(--allow-relax to exceed). Default: 10.",
+    )
+
+    _no_null = field_validator(
+        "max_deletes", "max_delete_fraction", "max_relax_factor", mode="before"
+    )(_reject_null)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> ChangeBudgetSpec:
+        if not self.model_fields_set:
+            raise ValueError(
+                "changeBudget must set at least one of maxDeletes, "
+                "maxDeleteFraction, maxRelaxFactor"
+            )
+        return self
 
 
 _PrefixList = Annotated[
@@ -365,24 +441,122 @@ class ScopeEntry(BaseModel):
         return self
 
 
+_ClusterName = Annotated[str, Field(min_length=1)]
+
+
+def _value_error(field: str, data: Any, message: str) -> InitErrorDetails:
+    return {
+        "type": "value_error",
+        "loc": (field,),
+        "input": data.get(field),
+        "ctx": {"error": ValueError(message)},
+    }
+
+
+def _details(exc: ValidationError) -> list[InitErrorDetails]:
+    return [
+        {"type": e["type"], "loc": e["loc"], "input": e["input"], "ctx": e.get("ctx", {})}
+        for e in exc.errors()
+    ]
+
+
 class Metadata(BaseModel):
-    """Which cluster the manifest is for."""
+    """Which cluster(s) the manifest is for: exactly one of cluster (this
+    cluster's own document) and clusters (a document shared by several)."""
 
-    model_config = _CONFIG
+    model_config = ConfigDict(
+        **_CONFIG,
+        json_schema_extra={
+            "oneOf": [{"required": ["cluster"]}, {"required": ["clusters"]}],
+            "dependentSchemas": {"clusterId": {"required": ["cluster"]}},
+        },
+    )
 
-    cluster: str = Field(
+    cluster: str | None = Field(
+        default=None,
         min_length=1,
-        description="The cluster's name; every manifest of a set names the same one.",
+        description="The cluster's name. Its quota entries override, key by key, those "
+        "of shared documents (metadata.clusters) for the same entity.",
+    )
+    clusters: list[_ClusterName] | None = Field(
+        default=None,
+        min_length=1,
+        description='A shared document: the clusters it applies to, or ["*"] for every '
+        "cluster the set names. Documents naming one cluster (metadata.cluster) "
+        "override its entries key by key.",
+        json_schema_extra={
+            "uniqueItems": True,
+            # "*" only alone
+            "not": {"contains": {"const": ALL_CLUSTERS}, "minItems": 2},
+        },
     )
     cluster_id: str | None = Field(
         default=None,
         alias="clusterId",
         min_length=1,
-        description="Expected Kafka cluster id; plan refuses to run against another.",
+        description="Expected Kafka cluster id; plan refuses to run against another. "
+        "Only with metadata.cluster.",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Free-form string labels.")
 
-    _no_null = field_validator("cluster_id", mode="before")(_reject_null)
+    _no_null = field_validator("cluster", "clusters", "cluster_id", mode="before")(_reject_null)
+
+    @field_validator("clusters", mode="after")
+    @classmethod
+    def _distinct_clusters(cls, value: list[str]) -> list[str]:
+        if ALL_CLUSTERS in value and len(value) > 1:
+            raise ValueError('"*" already names every cluster: list it alone')
+        repeated = sorted({c for c in value if value.count(c) > 1})
+        if repeated:
+            raise ValueError(f"{render_raw(repeated[0])} is listed twice")
+        return value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_way_to_name_clusters(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Metadata]
+    ) -> Metadata:
+        # A wrap validator, so these are reported next to the fields' own
+        # errors (an "after" validator would be skipped when a label is bad),
+        # each at its own field.
+        found: list[InitErrorDetails] = []
+        if isinstance(data, dict):
+            if "cluster" not in data and "clusters" not in data:
+                found.append({"type": "missing", "loc": ("cluster",), "input": data})
+            if "cluster" in data and "clusters" in data:
+                found.append(
+                    _value_error(
+                        "clusters",
+                        data,
+                        "give cluster (this cluster's own document) or clusters (a document "
+                        "shared by several clusters), not both",
+                    )
+                )
+            if data.get("clusterId") is not None and "clusters" in data:
+                found.append(
+                    _value_error(
+                        "clusterId",
+                        data,
+                        "only allowed with cluster: a document shared by several clusters "
+                        "(clusters) cannot name one cluster id",
+                    )
+                )
+        try:
+            model = handler(data)
+        except ValidationError as exc:
+            if found:
+                raise ValidationError.from_exception_data(
+                    exc.title, [*_details(exc), *found]
+                ) from None
+            raise
+        if found:
+            raise ValidationError.from_exception_data(cls.__name__, found)
+        return model
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The cluster names as written (``("*",)`` for every cluster)."""
+        return (self.cluster,) if self.cluster is not None else tuple(self.clusters or ())
 
 
 class Spec(BaseModel):
@@ -405,8 +579,19 @@ class Spec(BaseModel):
     quotas: list[QuotaEntry] = Field(
         default_factory=list, description="Entities and their quota values."
     )
+    protect: list[ProtectEntry] | None = Field(
+        default=None,
+        description="Entities that must never be deleted, declared in quotas or not: "
+        "a plan deleting one is refused whatever allowDeletes and the command-line "
+        "flags say. Each must be inside the scope.",
+    )
+    change_budget: ChangeBudgetSpec | None = Field(
+        default=None,
+        alias="changeBudget",
+        description="Limits on what one plan may change (deletes, raised quotas).",
+    )
 
-    _no_null = field_validator("scope", mode="before")(_reject_null)
+    _no_null = field_validator("scope", "protect", "change_budget", mode="before")(_reject_null)
 
 
 class ManifestDocument(BaseModel):

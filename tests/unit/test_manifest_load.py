@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from quotaform.desired import DesiredState, Scope, ScopeRule, SourceLocation
+from quotaform.desired import ChangeLimits, DesiredState, Scope, ScopeRule, SourceLocation
 from quotaform.entity import Entity
 from quotaform.errors import QuotaformError
-from quotaform.manifest import ManifestError, ManifestProblem, load_manifests
+from quotaform.manifest import ManifestError, ManifestProblem, load_manifests, manifest_clusters
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -239,7 +239,10 @@ def test_problems_from_two_files_are_reported_together() -> None:
             "name the same clusterId",
         ),
         ManifestProblem(
-            b, 6, "metadata.owner", "unknown field 'owner': allowed: cluster, clusterId, labels"
+            b,
+            6,
+            "metadata.owner",
+            "unknown field 'owner': allowed: cluster, clusters, clusterId, labels",
         ),
         ManifestProblem(
             b, 10, "spec.quotas[0].entity", f"user='svc-a' is declared twice: first at {a}:10"
@@ -356,7 +359,7 @@ status: {}
     )
     assert problems_of(path) == [
         f"{path}:5: metadata.lables: unknown field 'lables': did you mean labels? allowed: "
-        "cluster, clusterId, labels",
+        "cluster, clusters, clusterId, labels",
         f"{path}:9: spec.scope[0].includeDefault: unknown field 'includeDefault': did you "
         "mean includeDefaults? allowed: shape, prefixes, includeDefaults",
         f"{path}:11: spec.quotas[0].entity.group: unknown field 'group': allowed: user, "
@@ -639,3 +642,349 @@ def test_yaml_1_2_that_libyaml_refuses_still_loads(tmp_path: Path) -> None:
     entity = Entity.of(ip="2001:db8::10")
     assert dict(state.entities[entity].quotas) == {"connection_creation_rate": 5.0}
     assert state.entities[entity].source.line == 7
+
+
+# ------------------------------------------------------------------ protection and budget
+
+
+def test_protect_and_prevent_destroy(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "m.yaml",
+        HEADER
+        + """\
+spec:
+  scope: [{shape: user}, {shape: ip}]
+  protect:
+    - entity: {user: {default: true}}
+    - entity: {user: svc-gone}
+    - entity: {ip: "0:0:0:0:0:0:0:1"}
+    - entity: {user: svc-a}
+  quotas:
+    - entity: {user: svc-a}
+      values: {producer_byte_rate: 1MiB}
+      preventDestroy: true
+    - entity: {user: svc-b}
+      values: {producer_byte_rate: 1MiB}
+      preventDestroy: true
+    - entity: {user: svc-c}
+      values: {producer_byte_rate: 1MiB}
+""",
+    )
+    state = load_manifests([path])
+    at = str(path)
+    assert dict(state.protected) == {
+        Entity.of(user=None): SourceLocation(at, 8),
+        Entity.of(user="svc-a"): SourceLocation(at, 11),  # spec.protect wins
+        Entity.of(user="svc-b"): SourceLocation(at, 16),  # preventDestroy's entry
+        Entity.of(user="svc-gone"): SourceLocation(at, 9),
+        Entity.of(ip="::1"): SourceLocation(at, 10),
+    }
+    assert list(state.protected) == sorted(state.protected, key=Entity.sort_key)
+    assert state.entities[Entity.of(user="svc-b")].prevent_destroy is True
+    assert state.entities[Entity.of(user="svc-c")].prevent_destroy is False
+    assert state.warnings == (
+        f'{at}:10: spec.protect[2].entity.ip: ip "0:0:0:0:0:0:0:1" is used as "::1", its '
+        "canonical spelling: Kafka stores two spellings of one address as separate entities "
+        "that enforce as one",
+    )
+
+
+def test_protect_problems(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "m.yaml",
+        HEADER
+        + """\
+spec:
+  scope: [{shape: user, prefixes: {user: [svc-]}}]
+  protect:
+    - entity: {user: alice}
+    - entity: {user: svc-a, ip: 192.0.2.1}
+    - {user: svc-b}
+""",
+    )
+    empty = write(tmp_path, "n.yaml", HEADER + "spec:\n  protect: null\n")
+    scope = "user [user names starting with 'svc-']"
+    assert problems_of(path, empty) == [
+        f"{path}:8: spec.protect[0].entity: user='alice' is protected but outside the "
+        f"manifests' scope ({scope}): add a spec.scope entry that owns it, or remove it",
+        f"{path}:9: spec.protect[1].entity: ip cannot be combined with user or client-id (KIP-612)",
+        f"{path}:10: spec.protect[2].entity: required field is missing",
+        f"{path}:10: spec.protect[2].user: unknown field 'user': allowed: entity",
+        f"{empty}:6: spec.protect: protect is null: give a value, or leave protect out",
+    ]
+
+
+def test_change_budget(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "a.yaml",
+        HEADER
+        + "spec:\n  scope: [{shape: user}]\n  changeBudget: {maxDeletes: 3, maxRelaxFactor: 4}\n",
+    )
+    write(tmp_path, "b.yaml", HEADER + "spec:\n  changeBudget:\n    maxDeleteFraction: 0.25\n")
+    write(tmp_path, "c.yaml", HEADER + "spec:\n  changeBudget: {maxDeletes: 3}\n")
+    state = load_manifests([tmp_path])
+    assert state.change_limits == ChangeLimits(
+        max_deletes=3, max_delete_fraction=0.25, max_relax_factor=4.0
+    )
+    assert load_manifests([tmp_path / "b.yaml", tmp_path / "a.yaml"]).change_limits == (
+        state.change_limits
+    )
+    # Nothing declared: nothing set.
+    assert load_manifests([EXAMPLES]).change_limits == ChangeLimits()
+
+
+def test_change_budget_problems(tmp_path: Path) -> None:
+    a = write(
+        tmp_path,
+        "a.yaml",
+        HEADER + "spec:\n  scope: [{shape: user}]\n  changeBudget: {maxDeletes: 3}\n",
+    )
+    b = write(
+        tmp_path,
+        "b.yaml",
+        HEADER
+        + """\
+spec:
+  changeBudget:
+    maxDeletes: 4
+    maxDeleteFraction: 1.5
+    maxRelaxFactor: 0.5
+""",
+    )
+    c = write(tmp_path, "c.yaml", HEADER + "spec:\n  changeBudget: {}\n")
+    d = write(
+        tmp_path, "d.yaml", HEADER + "spec:\n  changeBudget: {maxDeletes: true, maxDelete: 1}\n"
+    )
+    assert problems_of(tmp_path) == [
+        f"{b}:7: spec.changeBudget.maxDeletes: 4 differs from 3 at {a}:7: all manifests of "
+        "a set must agree on changeBudget.maxDeletes",
+        f"{b}:8: spec.changeBudget.maxDeleteFraction: Input should be less than or equal to 1 "
+        "(got 1.5)",
+        f"{b}:9: spec.changeBudget.maxRelaxFactor: Input should be greater than or equal to 1 "
+        "(got 0.5)",
+        f"{c}:6: spec.changeBudget: changeBudget must set at least one of maxDeletes, "
+        "maxDeleteFraction, maxRelaxFactor",
+        f"{d}:6: spec.changeBudget.maxDelete: unknown field 'maxDelete': did you mean "
+        "maxDeletes? allowed: maxDeletes, maxDeleteFraction, maxRelaxFactor",
+        f"{d}:6: spec.changeBudget.maxDeletes: Input should be a valid integer (got true)",
+    ]
+
+
+# ------------------------------------------------------------------ several clusters
+
+MULTI = FIXTURES / "multi-cluster"
+
+
+def test_manifest_clusters() -> None:
+    assert manifest_clusters([MULTI]) == ["prod-eu", "prod-us"]
+    assert manifest_clusters([EXAMPLES]) == ["sandbox"]
+    with pytest.raises(ManifestError):
+        manifest_clusters([BAD / "syntax.yaml"])
+
+
+def test_cluster_selection_and_overlays() -> None:
+    shared, eu = str(MULTI / "shared.yaml"), str(MULTI / "prod-eu.yaml")
+    state = load_manifests([MULTI], cluster="prod-eu")
+    assert state.cluster == "prod-eu"
+    assert state.cluster_id == "EUclusterIdAAAAAAAAAAA"
+    assert state.allow_deletes is False  # prod-us.yaml's true is not part of it
+    assert state.change_limits == ChangeLimits(
+        max_deletes=5, max_delete_fraction=0.1, max_relax_factor=4.0
+    )
+    assert [str(e) for e in state.entities] == [
+        "user=<default>",
+        "user='svc-eu-billing'",
+        "user='svc-orders'",
+        "user='svc-payments', client-id=<default>",
+        "ip=<default>",
+    ]
+    orders = state.entities[Entity.of(user="svc-orders")]
+    # prod-eu overrides producer_byte_rate; consumer_byte_rate stays shared.
+    assert dict(orders.quotas) == {
+        "consumer_byte_rate": 10 * 1024**2,
+        "producer_byte_rate": 20 * 1024**2,
+    }
+    assert list(orders.quotas) == sorted(orders.quotas)
+    assert orders.prevent_destroy is True  # from shared.yaml
+    assert orders.source == SourceLocation(eu, 11)
+    assert orders.shared_source == SourceLocation(shared, 24)
+    assert state.entities[Entity.of(user=None)].shared_source is None
+    assert dict(state.protected) == {
+        Entity.of(user=None): SourceLocation(shared, 19),
+        Entity.of(user="svc-orders"): SourceLocation(shared, 24),
+        Entity.of(ip=None): SourceLocation(shared, 20),
+    }
+
+    us = load_manifests([MULTI], cluster="prod-us")
+    assert us.cluster == "prod-us"
+    assert us.cluster_id is None
+    assert us.allow_deletes is True
+    assert us.change_limits.max_relax_factor is None
+    assert dict(us.entities[Entity.of(user=None)].quotas) == {
+        "consumer_byte_rate": 2 * 1024**2,
+        "producer_byte_rate": 1024**2,
+        "request_percentage": 50.0,
+    }
+    assert dict(us.entities[Entity.of(user="svc-orders")].quotas) == {
+        "consumer_byte_rate": 10 * 1024**2,
+        "producer_byte_rate": 10 * 1024**2,
+    }
+    assert Entity.of(user="svc-eu-billing") not in us.entities
+    assert Entity.of(ip="198.51.100.7") in us.entities
+
+
+def test_several_clusters_need_a_choice() -> None:
+    payments = str(MULTI / "payments.yaml")
+    assert problems_of(MULTI) == [
+        f"{payments}:5: metadata.clusters: the manifests name 2 clusters (prod-eu, prod-us): "
+        "load them for one cluster at a time (--cluster NAME)",
+    ]
+    with pytest.raises(ManifestError) as caught:
+        load_manifests([MULTI], cluster="prod-asia")
+    assert [str(p) for p in caught.value.problems] == [
+        f'{MULTI}: metadata.cluster: no manifest names cluster "prod-asia" (the set names '
+        'prod-eu, prod-us); "*" documents apply only to clusters some document names',
+    ]
+
+
+def test_single_cluster_sets_load_with_or_without_a_name(tmp_path: Path) -> None:
+    assert load_manifests([EXAMPLES], cluster="sandbox") == load_manifests([EXAMPLES])
+    with pytest.raises(ManifestError, match='no manifest names cluster "prod"'):
+        load_manifests([EXAMPLES], cluster="prod")
+    # A "*" document next to one named cluster: no choice needed, overlays apply.
+    write(
+        tmp_path,
+        "own.yaml",
+        HEADER + "spec:\n  quotas:\n"
+        "    - entity: {user: a}\n      values: {consumer_byte_rate: 2MiB}\n",
+    )
+    write(
+        tmp_path,
+        "shared.yaml",
+        HEADER.replace("cluster: c", 'clusters: ["*"]')
+        + "spec:\n  scope: [{shape: user}]\n  quotas:\n"
+        "    - entity: {user: a}\n      values: {producer_byte_rate: 1MiB}\n",
+    )
+    state = load_manifests([tmp_path])
+    assert state.cluster == "c"
+    assert dict(state.entities[Entity.of(user="a")].quotas) == {
+        "consumer_byte_rate": 2 * 1024**2,
+        "producer_byte_rate": 1024**2,
+    }
+
+
+def test_only_shared_documents(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "m.yaml",
+        HEADER.replace("cluster: c", 'clusters: ["*"]') + "spec:\n  scope: [{shape: user}]\n",
+    )
+    assert problems_of(path) == [
+        f'{path}:4: metadata.clusters: no manifest names a cluster: "*" stands for every '
+        "cluster the set names; name one with metadata.cluster or metadata.clusters",
+    ]
+
+
+def test_duplicates_within_one_level_are_errors(tmp_path: Path) -> None:
+    shared = HEADER.replace("cluster: c", "clusters: [c, d]")
+    entry = "    - entity: {user: a}\n      values: {producer_byte_rate: 1MiB}\n"
+    s1 = write(tmp_path, "s1.yaml", shared + "spec:\n  scope: [{shape: user}]\n  quotas:\n" + entry)
+    s2 = write(
+        tmp_path,
+        "s2.yaml",
+        HEADER.replace("cluster: c", 'clusters: ["*"]') + "spec:\n  quotas:\n" + entry,
+    )
+    o1 = write(tmp_path, "o1.yaml", HEADER + "spec:\n  quotas:\n" + entry)
+    o2 = write(tmp_path, "o2.yaml", HEADER + "spec:\n  quotas:\n" + entry)
+    with pytest.raises(ManifestError) as caught:
+        load_manifests([o1, o2, s1, s2], cluster="c")
+    assert [str(p) for p in caught.value.problems] == [
+        f"{o2}:7: spec.quotas[0].entity: user='a' is declared twice: first at {o1}:7",
+        f"{s2}:7: spec.quotas[0].entity: user='a' is declared twice: first at {s1}:8",
+    ]
+    # For cluster d only the shared documents count.
+    with pytest.raises(ManifestError) as caught:
+        load_manifests([o1, o2, s1, s2], cluster="d")
+    assert [str(p) for p in caught.value.problems] == [
+        f"{s2}:7: spec.quotas[0].entity: user='a' is declared twice: first at {s1}:8",
+    ]
+
+
+def test_metadata_problems(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "m.yaml",
+        """\
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata:
+  cluster: a
+  clusters: [b, b]
+  clusterId: x
+spec:
+  scope: [{shape: user}]
+---
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata:
+  clusters: ["*", a, ""]
+spec: {}
+---
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata: {clusters: [a, c], clusterId: x}
+spec: {}
+---
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata: {clusters: []}
+spec: {}
+""",
+    )
+    assert problems_of(path) == [
+        f'{path}:5: metadata.clusters: "b" is listed twice',
+        f"{path}:5: metadata.clusters: give cluster (this cluster's own document) or clusters "
+        "(a document shared by several clusters), not both",
+        f"{path}:6: metadata.clusterId: only allowed with cluster: a document shared by several "
+        "clusters (clusters) cannot name one cluster id",
+        f"{path}:13: metadata.clusters[2]: must not be empty",
+        f"{path}:18: metadata.clusterId: only allowed with cluster: a document shared by "
+        "several clusters (clusters) cannot name one cluster id",
+        f"{path}:18: metadata.clusters: the manifests name 2 clusters (a, c): load them for "
+        "one cluster at a time (--cluster NAME)",
+        f"{path}:23: metadata.clusters: must not be empty",
+    ]
+
+
+def test_problems_of_other_clusters_documents_are_still_reported(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", HEADER + "spec:\n  scope: [{shape: user}]\n")
+    other = write(
+        tmp_path,
+        "b.yaml",
+        HEADER.replace("cluster: c", "cluster: d") + "spec:\n  scope: [{shape: ip}]\n  quotas:\n"
+        "    - entity: {ip: 192.0.2.1}\n      values: {producer_byte_rate: 1MiB}\n",
+    )
+    with pytest.raises(ManifestError) as caught:
+        load_manifests([tmp_path], cluster="c")
+    assert [str(p) for p in caught.value.problems] == [
+        f"{other}:9: spec.quotas[0].values.producer_byte_rate: producer_byte_rate does not "
+        'apply to ip entities (Kafka: "Invalid configuration key producer_byte_rate"); it '
+        "applies to user, client-id and user+client-id entities",
+    ]
+
+
+def test_settings_only_need_to_agree_within_a_cluster(tmp_path: Path) -> None:
+    for name, deletes in (("c", "true"), ("d", "false")):
+        write(
+            tmp_path,
+            f"{name}.yaml",
+            HEADER.replace("cluster: c", f"cluster: {name}\n  clusterId: id-{name}")
+            + f"spec:\n  scope: [{{shape: user}}]\n  allowDeletes: {deletes}\n",
+        )
+    assert load_manifests([tmp_path], cluster="c").allow_deletes is True
+    assert load_manifests([tmp_path], cluster="d").cluster_id == "id-d"
+    # Without a choice, the single-cluster rule (and its message) stands.
+    assert any("must name the same cluster" in p for p in problems_of(tmp_path))

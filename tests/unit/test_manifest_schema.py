@@ -21,7 +21,8 @@ SCHEMA_FILE = ROOT / "schemas" / "manifest.schema.json"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GOOD_FIXTURES = sorted(
     p
-    for p in (Path(__file__).parent / "fixtures" / "manifests" / "good").rglob("*.y*ml")
+    for folder in ("good", "multi-cluster")
+    for p in (Path(__file__).parent / "fixtures" / "manifests" / folder).rglob("*.y*ml")
     if not p.name.startswith(".")
 )
 
@@ -73,6 +74,8 @@ def test_schema_structure() -> None:
         "QuotaEntry",
         "EntitySpec",
         "QuotaValues",
+        "ProtectEntry",
+        "ChangeBudgetSpec",
     ):
         assert defs[name]["additionalProperties"] is False, name
         assert defs[name]["description"], name
@@ -80,8 +83,20 @@ def test_schema_structure() -> None:
             # every field documented, no pydantic-generated title, no null default
             assert "title" not in sub, (name, prop)
             assert sub.get("default", "unset") is not None, (name, prop)
-    assert set(defs["Metadata"]["properties"]) == {"cluster", "clusterId", "labels"}
-    assert set(defs["Spec"]["properties"]) == {"scope", "allowDeletes", "quotas"}
+    assert set(defs["Metadata"]["properties"]) == {"cluster", "clusters", "clusterId", "labels"}
+    assert set(defs["Spec"]["properties"]) == {
+        "scope",
+        "allowDeletes",
+        "quotas",
+        "protect",
+        "changeBudget",
+    }
+    assert set(defs["ProtectEntry"]["properties"]) == {"entity"}
+    assert set(defs["ChangeBudgetSpec"]["properties"]) == {
+        "maxDeletes",
+        "maxDeleteFraction",
+        "maxRelaxFactor",
+    }
     assert set(defs["ScopeEntry"]["properties"]) == {"shape", "prefixes", "includeDefaults"}
     assert defs["ScopeEntry"]["properties"]["shape"]["enum"] == [
         "user",
@@ -183,6 +198,24 @@ def _quota(entity: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
         (
             {"metadata": {"cluster": "c", "labels": {"team": 7}}},
             "$.metadata.labels.team",
+        ),
+        ({"metadata": {"labels": {}}}, "$.metadata"),
+        ({"metadata": {"cluster": "c", "clusters": ["d", "e"]}}, "$.metadata"),
+        ({"metadata": {"clusters": ["d", "e"], "clusterId": "x"}}, "$.metadata"),
+        ({"metadata": {"clusters": ["*", "e"]}}, "$.metadata.clusters"),
+        ({"metadata": {"clusters": ["d", "d"]}}, "$.metadata.clusters"),
+        ({"metadata": {"clusters": []}}, "$.metadata.clusters"),
+        ({"spec": {"protect": [{"entity": {}}]}}, "$.spec.protect[0].entity"),
+        ({"spec": {"protect": [{"user": "a"}]}}, "$.spec.protect[0]"),
+        ({"spec": {"changeBudget": {}}}, "$.spec.changeBudget"),
+        ({"spec": {"changeBudget": {"maxDeletes": -1}}}, "$.spec.changeBudget.maxDeletes"),
+        (
+            {"spec": {"changeBudget": {"maxDeleteFraction": 2}}},
+            "$.spec.changeBudget.maxDeleteFraction",
+        ),
+        (
+            {"spec": {"changeBudget": {"maxRelaxFactor": 0.5}}},
+            "$.spec.changeBudget.maxRelaxFactor",
         ),
     ],
 )
