@@ -29,8 +29,10 @@ __all__ = [
     "ApplyStatus",
     "DeletesNotAllowedError",
     "EntityOutcome",
+    "GuardRefusedError",
     "QuotaWriter",
     "apply_plan",
+    "check_allowed",
     "check_deletes",
 ]
 
@@ -55,6 +57,10 @@ class QuotaWriter(Protocol):
 
 class DeletesNotAllowedError(QuotaformError):
     """The plan deletes entities but deletes are not allowed; nothing was sent."""
+
+
+class GuardRefusedError(QuotaformError):
+    """The plan breaks a guard rail (protection, change budget); nothing was sent."""
 
 
 class ApplyStatus(enum.Enum):
@@ -169,7 +175,7 @@ def apply_plan(
     pending = list(plan.pending)
     if not pending:
         return ApplyResult(ApplyStatus.NOTHING_TO_DO)
-    check_deletes(plan)
+    check_allowed(plan)
     alterations = [a for c in pending if (a := c.alteration()) is not None]
     start_counts = dict(client.rpc_counts)
 
@@ -219,6 +225,23 @@ def apply_plan(
     else:
         status = ApplyStatus.NOT_CONVERGED
     return ApplyResult(status, tuple(done), _delta(client, start_counts), waited)
+
+
+def check_allowed(plan: Plan) -> None:
+    """Refuse a plan apply must not run: deletes not allowed, or guard-rail
+    violations (``Plan.violations``). Checked before anything is sent.
+
+    Raises:
+        DeletesNotAllowedError: see :func:`check_deletes`.
+        GuardRefusedError: listing every violation and the flag allowing it.
+    """
+    check_deletes(plan)
+    if plan.violations:
+        lines = [
+            f"the plan breaks {len(plan.violations)} guard rail(s); nothing was applied:",
+            *(f"  - {v}" for v in plan.violations),
+        ]
+        raise GuardRefusedError("\n".join(lines))
 
 
 def check_deletes(plan: Plan) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from quotaform.desired import DesiredState
 from quotaform.entity import Entity
+from quotaform.guards import ChangeBudget, budget_from_manifest, check_guards, removal_notes
 from quotaform.live import LiveState
 from quotaform.plan import Action, EntityChange, KeyAction, KeyChange, Plan, Quotas
 
@@ -47,6 +49,7 @@ def compute_plan(
     live: LiveState,
     *,
     allow_deletes: bool = False,
+    budget: ChangeBudget | None = None,
 ) -> Plan:
     """The plan turning ``live`` into ``desired`` inside the manifests' scope.
 
@@ -59,6 +62,8 @@ def compute_plan(
         live: the cluster's in-scope quotas.
         allow_deletes: the ``--allow-deletes`` flag; deletes are also allowed
             when the manifests say ``allowDeletes: true``.
+        budget: the change budget to check (``quotaform.guards``); ``None``
+            uses ``spec.changeBudget`` and the defaults.
 
     Returns:
         A :class:`Plan` with one change per entity (no-ops included), sorted
@@ -91,7 +96,7 @@ def compute_plan(
             "deleted, but deletes are not allowed: apply will refuse "
             "(set spec.allowDeletes: true or pass --allow-deletes)"
         )
-    return Plan(
+    plan = Plan(
         cluster=desired.cluster,
         cluster_id=live.cluster_id,
         changes=tuple(changes),
@@ -99,4 +104,9 @@ def compute_plan(
         unmanaged=live.unmanaged,
         rpc_counts=dict(live.rpc_counts),
         warnings=tuple(warnings),
+    )
+    return replace(
+        plan,
+        violations=tuple(check_guards(plan, desired, budget or budget_from_manifest(desired))),
+        fallbacks=removal_notes(plan, desired),
     )

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_MAX_RELAX_FACTOR",
     "ChangeBudget",
     "Fallback",
+    "GuardFlags",
     "GuardKind",
     "GuardViolation",
     "budget_from_manifest",
@@ -293,6 +294,33 @@ def budget_from_manifest(
         allow_mass_delete=allow_mass_delete,
         allow_relax=allow_relax,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class GuardFlags:
+    """The change-budget flags of ``plan`` / ``apply``; ``None`` = not given.
+
+    :meth:`budget_for` combines them with a manifest set's ``spec.changeBudget``.
+    """
+
+    max_deletes: int | None = None
+    max_delete_fraction: float | None = None
+    max_relax_factor: float | None = None
+    allow_mass_delete: bool = False
+    allow_default_removal: bool = False
+    allow_relax: bool = False
+
+    def budget_for(self, desired: DesiredState) -> ChangeBudget:
+        """The budget for a plan of ``desired`` (see :func:`budget_from_manifest`)."""
+        return budget_from_manifest(
+            desired,
+            max_deletes=self.max_deletes,
+            max_delete_fraction=self.max_delete_fraction,
+            max_relax_factor=self.max_relax_factor,
+            allow_mass_delete=self.allow_mass_delete,
+            allow_default_removal=self.allow_default_removal,
+            allow_relax=self.allow_relax,
+        )
 
 
 class GuardKind(enum.Enum):

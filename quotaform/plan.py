@@ -10,9 +10,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from quotaform.entity import Entity
 from quotaform.wire.types import QuotaAlteration
+
+if TYPE_CHECKING:
+    from quotaform.guards import Fallback, GuardViolation
 
 __all__ = [
     "PLAN_FORMAT_VERSION",
@@ -125,6 +129,10 @@ class Plan:
         unmanaged: live entities outside the scope, left alone.
         rpc_counts: RPCs made to read the live state, by API name.
         warnings: notes for the reviewer (manifest warnings, blocked deletes).
+        violations: guard-rail violations (``quotaform.guards``): protected
+            entities, the change budget; apply refuses a plan with any.
+        fallbacks: for every removed key, what its clients get instead
+            (a default entity's value, or unlimited): ``{(entity, key): Fallback}``.
     """
 
     cluster: str
@@ -134,6 +142,8 @@ class Plan:
     unmanaged: int = 0
     rpc_counts: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    violations: tuple[GuardViolation, ...] = ()
+    fallbacks: Mapping[tuple[Entity, str], Fallback] = field(default_factory=dict)
 
     @property
     def summary(self) -> PlanSummary:

@@ -21,7 +21,9 @@ from rich.console import Console
 from typer.core import TyperCommand
 from typer.exceptions import TyperException
 
+from quotaform.cli.options import ClusterOption, ConfigOption
 from quotaform.cli.quotas import BootstrapServer, CommandConfig, Manifests, OutputFormat
+from quotaform.clusters import resolve_target
 from quotaform.drift import DriftReport, detect_drift
 from quotaform.manifest import load_manifests
 from quotaform.render.drift import (
@@ -29,7 +31,6 @@ from quotaform.render.drift import (
     render_drift_markdown,
     render_drift_text,
 )
-from quotaform.wire import load_connection_settings
 from quotaform.workflow import connect
 
 __all__ = ["EXIT_DRIFT", "EXIT_ERROR", "EXIT_IN_SYNC", "drift", "register"]
@@ -73,6 +74,8 @@ def drift(
     manifests: Manifests,
     bootstrap_server: BootstrapServer = None,
     command_config: CommandConfig = None,
+    cluster: ClusterOption = None,
+    config: ConfigOption = None,
     output: Output = OutputFormat.text,
 ) -> None:
     """Report how the cluster differs from the manifests; never changes it.
@@ -83,11 +86,9 @@ def drift(
 
     Exit codes: 0 in sync, 2 drift found, 1 error.
     """
-    desired = load_manifests(manifests)
-    settings = load_connection_settings(
-        bootstrap_server=bootstrap_server, command_config=command_config
-    )
-    with connect(settings, read_only=True) as client:
+    target = resolve_target(cluster, config, bootstrap_server, command_config)
+    desired = load_manifests(manifests, cluster=target.cluster)
+    with connect(target.settings, read_only=True, cluster_id=target.cluster_id) as client:
         report = detect_drift(desired, client)
     _print_report(report, output)
     if not report.in_sync:

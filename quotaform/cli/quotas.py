@@ -4,7 +4,9 @@ Exit codes:
 
 * validate: 0 valid, 1 invalid.
 * plan: 0 success, 1 error; with ``--detailed-exitcode`` 0 no changes,
-  1 error, 2 changes present.
+  1 error, 2 changes present. With ``--all-clusters`` over every cluster: 1
+  if any failed, else (with ``--detailed-exitcode``) 2 if any has changes,
+  else 0.
 * apply: 0 applied and read back (or nothing to do); 1 error with nothing
   applied (bad manifests, connection, wrong cluster, deletes not allowed,
   validate_only pre-check rejected, cancelled, unusable plan file); 3 partial
@@ -26,8 +28,35 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-from quotaform.apply import ApplyResult, ApplyStatus, EntityOutcome, apply_plan, check_deletes
-from quotaform.manifest import load_manifests
+from quotaform.apply import (
+    ApplyResult,
+    ApplyStatus,
+    EntityOutcome,
+    GuardRefusedError,
+    apply_plan,
+    check_allowed,
+)
+from quotaform.cli.options import (
+    AllClustersOption,
+    AllowDefaultRemovalOption,
+    AllowMassDeleteOption,
+    AllowRelaxOption,
+    ClusterOption,
+    ConfigOption,
+    MaxDeleteFractionOption,
+    MaxDeletesOption,
+    MaxRelaxFactorOption,
+)
+from quotaform.clusters import ClusterConfigError, load_required_profiles, resolve_target
+from quotaform.desired import DesiredState
+from quotaform.guards import GuardFlags
+from quotaform.manifest import ManifestError, ManifestProblem, load_manifests, manifest_clusters
+from quotaform.multicluster import (
+    MultiClusterPlan,
+    render_multi_json,
+    render_multi_markdown,
+    render_multi_text,
+)
 from quotaform.plan import Plan
 from quotaform.planfile import (
     PlanFileError,
@@ -37,9 +66,8 @@ from quotaform.planfile import (
     write_plan_file,
 )
 from quotaform.render import entity_label, render_json, render_markdown, render_text
-from quotaform.wire import ConnectionSettings, load_connection_settings
 from quotaform.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
-from quotaform.workflow import connect, make_plan
+from quotaform.workflow import connect, make_plan, plan_clusters
 
 __all__ = ["EXIT_NOT_CONVERGED", "EXIT_PARTIAL", "register"]
 
@@ -102,12 +130,6 @@ AllowDeletes = Annotated[
 ]
 
 
-def _settings(bootstrap_server: str | None, command_config: Path | None) -> ConnectionSettings:
-    return load_connection_settings(
-        bootstrap_server=bootstrap_server, command_config=command_config
-    )
-
-
 def _print_plan(plan: Plan, output: OutputFormat, console: Console) -> None:
     if output is OutputFormat.json:
         sys.stdout.write(render_json(plan))
@@ -117,24 +139,81 @@ def _print_plan(plan: Plan, output: OutputFormat, console: Console) -> None:
         console.print(render_text(plan), highlight=False, soft_wrap=True)
 
 
-def validate(manifests: Manifests) -> None:
+def _print_multi(report: MultiClusterPlan, output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        sys.stdout.write(render_multi_json(report))
+    elif output is OutputFormat.markdown:
+        sys.stdout.write(render_multi_markdown(report))
+    else:
+        Console().print(render_multi_text(report), highlight=False, soft_wrap=True)
+
+
+def _load_for_validate(
+    paths: list[Path], cluster: str | None, all_clusters: bool
+) -> list[DesiredState]:
+    """The set loaded for ``cluster`` (``None``: the set names one), or for
+    every cluster it names, with every cluster's problems reported together."""
+    if all_clusters and cluster is not None:
+        raise ClusterConfigError("give --cluster or --all-clusters, not both")
+    targets: list[str | None] = [cluster]
+    if all_clusters:
+        # A set naming no cluster falls through to load_manifests, which says so.
+        targets = list(manifest_clusters(paths)) or [None]
+    states: list[DesiredState] = []
+    problems: list[ManifestProblem] = []
+    for name in targets:
+        try:
+            states.append(load_manifests(paths, cluster=name))
+        except ManifestError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ManifestError(sorted(set(problems), key=lambda p: p.sort_key()))
+    return states
+
+
+def validate(
+    manifests: Manifests,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Validate the set for this cluster (documents naming it, and shared "
+            "ones); needed when the set names several clusters.",
+            show_default=False,
+        ),
+    ] = None,
+    all_clusters: Annotated[
+        bool,
+        typer.Option("--all-clusters", help="Validate the set for every cluster it names."),
+    ] = False,
+) -> None:
     """Check manifests offline: syntax, fields, quota values, scope. No RPC."""
-    desired = load_manifests(manifests)
     err = Console(stderr=True)
-    for warning in desired.warnings:
+    states = _load_for_validate(manifests, cluster, all_clusters)
+    for warning in sorted({w for desired in states for w in desired.warnings}):
         err.print(f"Warning: {warning}", style="yellow", highlight=False)
-    typer.echo(
-        f"Valid: {len(desired.entities)} entities for cluster {desired.cluster!r} "
-        f"in {len(desired.scope.rules)} scope rule(s)."
-    )
+    for desired in states:
+        typer.echo(
+            f"Valid: {len(desired.entities)} entities for cluster {desired.cluster!r} "
+            f"in {len(desired.scope.rules)} scope rule(s)."
+        )
 
 
 def plan(
     manifests: Manifests,
     bootstrap_server: BootstrapServer = None,
     command_config: CommandConfig = None,
+    cluster: ClusterOption = None,
+    config: ConfigOption = None,
+    all_clusters: AllClustersOption = False,
     output: Output = OutputFormat.text,
     allow_deletes: AllowDeletes = False,
+    max_deletes: MaxDeletesOption = None,
+    max_delete_fraction: MaxDeleteFractionOption = None,
+    max_relax_factor: MaxRelaxFactorOption = None,
+    allow_mass_delete: AllowMassDeleteOption = False,
+    allow_default_removal: AllowDefaultRemovalOption = False,
+    allow_relax: AllowRelaxOption = False,
     detailed_exitcode: Annotated[
         bool,
         typer.Option(
@@ -151,10 +230,61 @@ def plan(
         ),
     ] = None,
 ) -> None:
-    """Show what apply would change. Reads the cluster with a read-only client."""
-    with connect(_settings(bootstrap_server, command_config), read_only=True) as client:
-        _, the_plan = make_plan(manifests, client, allow_deletes=allow_deletes)
+    """Show what apply would change. Reads the cluster with a read-only client.
+
+    A plan that breaks a guard rail (protected entities, the change budget) is
+    shown with every violation and exits 1; --out then saves nothing.
+
+    With --all-clusters: every cluster the manifests name, each through its
+    profile, in one report; exit 1 if any cluster failed, else with
+    --detailed-exitcode 2 if any has changes, else 0.
+    """
+    guard_flags = GuardFlags(
+        max_deletes,
+        max_delete_fraction,
+        max_relax_factor,
+        allow_mass_delete,
+        allow_default_removal,
+        allow_relax,
+    )
+    if all_clusters:
+        given = {
+            "--cluster": cluster,
+            "--bootstrap-server": bootstrap_server,
+            "--command-config": command_config,
+            "--out": out,
+        }
+        clash = [flag for flag, value in given.items() if value is not None]
+        if clash:
+            raise ClusterConfigError(
+                f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
+            )
+        report = plan_clusters(
+            manifests,
+            load_required_profiles(config),
+            allow_deletes=allow_deletes,
+            guard_flags=guard_flags,
+        )
+        _print_multi(report, output)
+        code = report.exit_code(detailed=detailed_exitcode)
+        if code:
+            raise typer.Exit(code)
+        return
+    target = resolve_target(cluster, config, bootstrap_server, command_config)
+    with connect(target.settings, read_only=True, cluster_id=target.cluster_id) as client:
+        _, the_plan = make_plan(
+            manifests,
+            client,
+            allow_deletes=allow_deletes,
+            cluster=target.cluster,
+            guard_flags=guard_flags,
+        )
     _print_plan(the_plan, output, Console())
+    if the_plan.violations:
+        raise GuardRefusedError(
+            f"the plan breaks {len(the_plan.violations)} guard rail(s) (listed above)"
+            + ("; no plan file was written" if out is not None else "")
+        )
     if out is not None:
         write_plan_file(the_plan, out)
         Console(stderr=True).print(
@@ -180,8 +310,16 @@ def apply(
     manifests: ApplyTargets,
     bootstrap_server: BootstrapServer = None,
     command_config: CommandConfig = None,
+    cluster: ClusterOption = None,
+    config: ConfigOption = None,
     output: Output = OutputFormat.text,
     allow_deletes: AllowDeletes = False,
+    max_deletes: MaxDeletesOption = None,
+    max_delete_fraction: MaxDeleteFractionOption = None,
+    max_relax_factor: MaxRelaxFactorOption = None,
+    allow_mass_delete: AllowMassDeleteOption = False,
+    allow_default_removal: AllowDefaultRemovalOption = False,
+    allow_relax: AllowRelaxOption = False,
     auto_approve: Annotated[
         bool, typer.Option("--auto-approve", help="Skip the typed 'yes' (for pipelines).")
     ] = False,
@@ -198,27 +336,48 @@ def apply(
     manifests, apply exactly that plan without asking, after checking that it
     is intact, for this cluster, and not stale.
 
-    Exit codes: 0 applied, 1 nothing applied (error, rejected, cancelled, bad
-    plan file), 3 partial failure, 4 read-back did not match in time,
+    Exit codes: 0 applied, 1 nothing applied (error, rejected, guard rails,
+    cancelled, bad plan file), 3 partial failure, 4 read-back did not match in time,
     5 the saved plan is stale (the cluster changed since it was made).
     """
     console = Console()
     err = Console(stderr=True)
     saved = len(manifests) == 1 and is_plan_file(manifests[0])
-    if saved and allow_deletes:
+    guard_flags = GuardFlags(
+        max_deletes,
+        max_delete_fraction,
+        max_relax_factor,
+        allow_mass_delete,
+        allow_default_removal,
+        allow_relax,
+    )
+    if saved and (allow_deletes or guard_flags != GuardFlags()):
         raise PlanFileError(
-            "--allow-deletes cannot change a saved plan: pass it to `plan --out` instead"
+            "--allow-deletes and the change-budget flags cannot change a saved plan: "
+            "pass them to `plan --out` instead"
         )
-    with connect(_settings(bootstrap_server, command_config), read_only=False) as client:
+    target = resolve_target(cluster, config, bootstrap_server, command_config)
+    with connect(target.settings, read_only=False, cluster_id=target.cluster_id) as client:
         if saved:
             the_plan = read_plan_file(manifests[0])
+            if target.cluster is not None and the_plan.cluster != target.cluster:
+                raise PlanFileError(
+                    f"{manifests[0]} is a plan for cluster {the_plan.cluster!r}, "
+                    f"not {target.cluster!r}"
+                )
             check_not_stale(the_plan, client, client.cluster_id())
         else:
-            _, the_plan = make_plan(manifests, client, allow_deletes=allow_deletes)
+            _, the_plan = make_plan(
+                manifests,
+                client,
+                allow_deletes=allow_deletes,
+                cluster=target.cluster,
+                guard_flags=guard_flags,
+            )
         _print_plan(the_plan, output, console if output is OutputFormat.text else err)
         if not the_plan.summary.has_changes:
             return
-        check_deletes(the_plan)
+        check_allowed(the_plan)
         if not saved and not auto_approve and not _confirm(console):
             err.print("Apply cancelled.", style="bold red")
             raise typer.Exit(1)

@@ -29,6 +29,11 @@ class KeyChangeDoc(BaseModel):
     action: Literal["add", "change", "remove"]
     before: float | None = Field(description="Live value; null when the key is added.")
     after: float | None = Field(description="Declared value; null when the key is removed.")
+    fallback: str | None = Field(
+        default=None,
+        description="For a removed key: what its clients get instead (a less specific "
+        "entity's value, or unlimited), following Kafka's quota resolution order.",
+    )
 
 
 class ChangeDoc(BaseModel):
@@ -45,6 +50,17 @@ class ChangeDoc(BaseModel):
     source: str | None = Field(
         default=None, description="path:line of the declaration; null for a delete."
     )
+
+
+class ViolationDoc(BaseModel):
+    """A guard-rail violation: apply refuses the plan."""
+
+    model_config = _FROZEN
+    kind: str = Field(description="protected, prevent-destroy, mass-delete, ...")
+    entity: dict[str, str | None] | None
+    key: str | None
+    message: str
+    allow_flag: str | None = Field(description="The flag that allows it; null: none does.")
 
 
 class SummaryDoc(BaseModel):
@@ -69,6 +85,9 @@ class PlanDocument(BaseModel):
     summary: SummaryDoc
     unmanaged: int = Field(description="Live entities outside the scope, left alone.")
     warnings: list[str]
+    violations: list[ViolationDoc] = Field(
+        default_factory=list, description="Guard-rail violations; apply refuses when any."
+    )
     live_state_rpcs: dict[str, int] = Field(
         description="RPCs made to read the live state, by API name."
     )
@@ -94,6 +113,11 @@ def plan_document(plan: Plan) -> PlanDocument:
                         action=k.action.value,
                         before=k.before,
                         after=k.after,
+                        fallback=(
+                            str(plan.fallbacks[(c.entity, k.key)])
+                            if (c.entity, k.key) in plan.fallbacks
+                            else None
+                        ),
                     )
                     for k in c.key_changes
                 ],
@@ -111,6 +135,7 @@ def plan_document(plan: Plan) -> PlanDocument:
         ),
         unmanaged=plan.unmanaged,
         warnings=list(plan.warnings),
+        violations=[ViolationDoc.model_validate(v.as_dict()) for v in plan.violations],
         live_state_rpcs=dict(sorted(plan.rpc_counts.items())),
     )
 

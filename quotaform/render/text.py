@@ -55,7 +55,7 @@ def _footer(plan: Plan) -> str:
     )
 
 
-def _key_lines(change: EntityChange) -> list[tuple[KeyAction, str]]:
+def _key_lines(plan: Plan, change: EntityChange) -> list[tuple[KeyAction, str]]:
     lines = []
     for kc in change.key_changes:
         if kc.action is KeyAction.CHANGE:
@@ -64,6 +64,9 @@ def _key_lines(change: EntityChange) -> list[tuple[KeyAction, str]]:
             body = f"{kc.key} = {_value(kc.key, kc.after)}"
         else:
             body = f"{kc.key} = {_value(kc.key, kc.before)}"
+            fallback = plan.fallbacks.get((change.entity, kc.key))
+            if fallback is not None:
+                body += f"  (then {fallback})"
         lines.append((kc.action, body))
     return lines
 
@@ -85,12 +88,17 @@ def render_text(plan: Plan) -> Text:
         elif change.source:
             out.append(f"  ({change.source})", style="dim")
         out.append("\n")
-        for action, body in _key_lines(change):
+        for action, body in _key_lines(plan, change):
             out.append(f"      {_KEY_SYMBOL[action]} {body}\n", style=_KEY_STYLE[action])
         out.append("\n")
     for warning in plan.warnings:
         out.append(f"Warning: {warning}\n", style="bold yellow")
     if plan.warnings:
+        out.append("\n")
+    if plan.violations:
+        out.append("Refused by guard rails: apply will not run this plan.\n", style="bold red")
+        for violation in plan.violations:
+            out.append(f"  ! {violation}\n", style="red")
         out.append("\n")
     if not pending:
         out.append(f"{where}: ", style="bold")
@@ -111,6 +119,10 @@ def render_markdown(plan: Plan) -> str:
     lines += [f"**{summary_line(plan)}**", ""]
     for warning in plan.warnings:
         lines += [f"> **Warning:** {_md_cell(warning)}", ""]
+    if plan.violations:
+        lines += ["> **Refused by guard rails:** apply will not run this plan.", ">"]
+        lines += [f"> - {_md_cell(str(v))}" for v in plan.violations]
+        lines.append("")
     pending = plan.pending
     if pending:
         lines += [
@@ -123,12 +135,16 @@ def render_markdown(plan: Plan) -> str:
                 label = f"**DELETE** {label}"
             first = True
             for kc in change.key_changes:
+                after = _value(kc.key, kc.after)
+                fallback = plan.fallbacks.get((change.entity, kc.key))
+                if kc.action is KeyAction.REMOVE and fallback is not None:
+                    after = f"_{_md_cell(str(fallback))}_"
                 lines.append(
                     f"| {change.action.symbol if first else ''} "
                     f"| {label if first else ''} "
                     f"| {_KEY_SYMBOL[kc.action]} `{kc.key}` "
                     f"| {_value(kc.key, kc.before)} "
-                    f"| {_value(kc.key, kc.after)} |"
+                    f"| {after} |"
                 )
                 first = False
         lines.append("")

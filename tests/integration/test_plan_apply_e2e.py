@@ -102,7 +102,13 @@ def test_changing_one_value_updates_in_place(clean, bootstrap, manifests, config
     assert pending[0]["entity"] == {"user": "svc-payments-api"}
     assert pending[0]["action"] == "update"
     assert pending[0]["key_changes"] == [
-        {"key": "request_percentage", "action": "change", "before": 50.0, "after": 75.0}
+        {
+            "key": "request_percentage",
+            "action": "change",
+            "before": 50.0,
+            "after": 75.0,
+            "fallback": None,
+        }
     ]
 
     result = cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve")
@@ -138,6 +144,21 @@ def test_removing_an_entity_deletes_only_when_allowed(
     assert "deletes are not allowed" in refused.output
     assert gone in config_command_view(config_command)
 
+    # Deletes allowed, but the override falls back to the default 200/s: 40x
+    # more than before, beyond the change budget's default factor of 10.
+    relaxed = cli(
+        "apply",
+        str(manifests),
+        "--bootstrap-server",
+        bootstrap,
+        "--auto-approve",
+        "--allow-deletes",
+    )
+    assert relaxed.exit_code == 1, relaxed.output
+    assert "(then falls back to ip=<default> (200))" in relaxed.output
+    assert "--allow-relax" in relaxed.output
+    assert gone in config_command_view(config_command)
+
     allowed = cli(
         "apply",
         str(manifests),
@@ -145,6 +166,7 @@ def test_removing_an_entity_deletes_only_when_allowed(
         bootstrap,
         "--auto-approve",
         "--allow-deletes",
+        "--allow-relax",
     )
     assert allowed.exit_code == 0, allowed.output
     assert '- ip="198.51.100.7"' in allowed.output
@@ -200,7 +222,11 @@ def test_entity_outside_the_scope_survives_apply(
         ]
     )
 
-    result = cli("apply", str(manifest), "--bootstrap-server", bootstrap, "--auto-approve")
+    # Deleting svc-stray leaves its clients to defaults outside the scope (not
+    # known here), which the change budget counts as relaxing: allow it.
+    result = cli(
+        "apply", str(manifest), "--bootstrap-server", bootstrap, "--auto-approve", "--allow-relax"
+    )
     assert result.exit_code == 0, result.output
     assert "1 live entity outside the scope left alone" in result.output
     view = config_command_view(config_command)

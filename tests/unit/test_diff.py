@@ -114,3 +114,42 @@ def test_default_entities_sort_first_and_output_is_deterministic() -> None:
         "user='b'",
         "ip=<default>",
     ]
+
+
+def test_plans_carry_guard_violations_and_removal_fallbacks() -> None:
+    import pytest
+
+    from quotaform.apply import GuardRefusedError, check_allowed
+    from quotaform.guards import GuardFlags, GuardKind
+
+    default_user = Entity.of(user=None)
+    declared = {default_user: {"producer_byte_rate": 1000.0}, ALICE: {"consumer_byte_rate": 5.0}}
+    live = LiveState(
+        {
+            default_user: {"producer_byte_rate": 1000.0},
+            ALICE: {"producer_byte_rate": 10.0, "consumer_byte_rate": 5.0},
+        }
+    )
+    from dataclasses import replace
+
+    every_shape = Scope(
+        tuple(
+            ScopeRule.build(s) for s in (("user",), ("client-id",), ("user", "client-id"), ("ip",))
+        )
+    )
+    state = replace(desired(declared), scope=every_shape)
+    plan = compute_plan(state, live)
+    # Removing alice's 10 B/s quota hands her the default's 1000 B/s: 100x.
+    assert (
+        str(plan.fallbacks[(ALICE, "producer_byte_rate")])
+        == "falls back to user=<default> (1kB) for client ids without their own quota"
+    )
+    assert [v.kind for v in plan.violations] == [GuardKind.RELAX]
+    with pytest.raises(GuardRefusedError, match="--allow-relax"):
+        check_allowed(plan)
+
+    relaxed = compute_plan(state, live, budget=GuardFlags(allow_relax=True).budget_for(state))
+    assert relaxed.violations == ()
+    check_allowed(relaxed)
+    wide = compute_plan(state, live, budget=GuardFlags(max_relax_factor=200.0).budget_for(state))
+    assert wide.violations == ()
