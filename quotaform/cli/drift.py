@@ -13,16 +13,15 @@ Entities outside the scope never cause drift; they are only counted.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperCommand
 from typer.exceptions import TyperException
 
 from quotaform.cli.options import ClusterOption, ConfigOption
-from quotaform.cli.quotas import BootstrapServer, CommandConfig, Manifests, OutputFormat
+from quotaform.cli.output import OutputFormat, emit
+from quotaform.cli.quotas import BootstrapServer, CommandConfig, Manifests
 from quotaform.clusters import resolve_target
 from quotaform.drift import DriftReport, detect_drift
 from quotaform.manifest import load_manifests
@@ -62,12 +61,13 @@ class _DriftCommand(TyperCommand):
 
 
 def _print_report(report: DriftReport, output: OutputFormat) -> None:
-    if output is OutputFormat.json:
-        sys.stdout.write(render_drift_json(report))
-    elif output is OutputFormat.markdown:
-        sys.stdout.write(render_drift_markdown(report))
-    else:
-        Console().print(render_drift_text(report), highlight=False, soft_wrap=True)
+    emit(
+        report,
+        output,
+        text=render_drift_text,
+        markdown=render_drift_markdown,
+        json=render_drift_json,
+    )
 
 
 def drift(

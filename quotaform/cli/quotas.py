@@ -17,7 +17,6 @@ Exit codes:
 
 from __future__ import annotations
 
-import enum
 import json
 import sys
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from quotaform.cli.options import (
     MaxDeletesOption,
     MaxRelaxFactorOption,
 )
+from quotaform.cli.output import OutputFormat, emit
 from quotaform.clusters import ClusterConfigError, load_required_profiles, resolve_target
 from quotaform.desired import DesiredState
 from quotaform.guards import GuardFlags
@@ -74,14 +74,6 @@ __all__ = ["EXIT_NOT_CONVERGED", "EXIT_PARTIAL", "register"]
 EXIT_CHANGES = 2
 EXIT_PARTIAL = 3
 EXIT_NOT_CONVERGED = 4
-
-
-class OutputFormat(enum.StrEnum):
-    """Plan renderings."""
-
-    text = "text"
-    json = "json"
-    markdown = "markdown"
 
 
 Manifests = Annotated[
@@ -131,21 +123,19 @@ AllowDeletes = Annotated[
 
 
 def _print_plan(plan: Plan, output: OutputFormat, console: Console) -> None:
-    if output is OutputFormat.json:
-        sys.stdout.write(render_json(plan))
-    elif output is OutputFormat.markdown:
-        sys.stdout.write(render_markdown(plan))
-    else:
-        console.print(render_text(plan), highlight=False, soft_wrap=True)
+    emit(
+        plan, output, text=render_text, markdown=render_markdown, json=render_json, console=console
+    )
 
 
 def _print_multi(report: MultiClusterPlan, output: OutputFormat) -> None:
-    if output is OutputFormat.json:
-        sys.stdout.write(render_multi_json(report))
-    elif output is OutputFormat.markdown:
-        sys.stdout.write(render_multi_markdown(report))
-    else:
-        Console().print(render_multi_text(report), highlight=False, soft_wrap=True)
+    emit(
+        report,
+        output,
+        text=render_multi_text,
+        markdown=render_multi_markdown,
+        json=render_multi_json,
+    )
 
 
 def _load_for_validate(

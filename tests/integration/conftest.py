@@ -35,3 +35,9 @@ def clean(admin):  # type: ignore[no-untyped-def]
     wipe(admin)
     yield
     wipe(admin)
+
+
+@pytest.fixture
+def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
+    """The session broker's ``127.0.0.1:PORT``."""
+    return str(kafka_broker.bootstrap)

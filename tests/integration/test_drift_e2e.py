@@ -18,7 +18,7 @@ from quotaform.guards import GuardFlags
 from quotaform.render.drift import DriftDocument
 from quotaform.workflow import make_plan
 
-from .helpers import barrier, config_command_view, eventually, wipe
+from .helpers import barrier, config_command_view, eventually
 
 pytestmark = pytest.mark.broker
 
@@ -55,19 +55,6 @@ DECLARED = {
     SVC_B: {"producer_byte_rate": 524288.0},
     IP_10: {"connection_creation_rate": 20.0},
 }
-
-
-@pytest.fixture
-def clean(admin):  # type: ignore[no-untyped-def]
-    """Start from a broker without client quotas and leave it that way."""
-    wipe(admin)
-    yield
-    wipe(admin)
-
-
-@pytest.fixture
-def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
-    return str(kafka_broker.bootstrap)
 
 
 @pytest.fixture

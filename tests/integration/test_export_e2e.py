@@ -21,7 +21,7 @@ from quotaform.entity import Entity
 from quotaform.manifest import load_manifests
 from quotaform.workflow import make_plan
 
-from .helpers import barrier, config_command_view, wipe
+from .helpers import barrier, config_command_view
 
 pytestmark = pytest.mark.broker
 
@@ -49,19 +49,6 @@ def declared(*paths: Path) -> dict[Entity, dict[str, float]]:
 
 def comments(text: str) -> list[str]:
     return [line[line.index("#") :] for line in text.splitlines() if "#" in line]
-
-
-@pytest.fixture
-def clean(admin):  # type: ignore[no-untyped-def]
-    """Start and end without client quotas (other modules share the broker)."""
-    wipe(admin)
-    yield
-    wipe(admin)
-
-
-@pytest.fixture
-def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
-    return str(kafka_broker.bootstrap)
 
 
 @pytest.fixture

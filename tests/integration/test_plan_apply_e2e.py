@@ -29,11 +29,6 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
-    return str(kafka_broker.bootstrap)
-
-
-@pytest.fixture
 def manifests(tmp_path: Path) -> Path:
     """A private copy of examples/ the test may edit."""
     target = tmp_path / "manifests"
