@@ -19,7 +19,7 @@ from typing import Protocol
 
 from quotaform.entity import Entity
 from quotaform.errors import QuotaformError
-from quotaform.live import shape_filter
+from quotaform.live import describe_shapes
 from quotaform.plan import EntityChange, Plan
 from quotaform.render.text import entity_label
 from quotaform.wire.types import AlterOutcome, AlterResult, FilterComponent, QuotaAlteration
@@ -287,9 +287,7 @@ def _read_back(
     }
     deadline = time.monotonic() + timeout_s
     while True:
-        live: dict[Entity, dict[str, float]] = {}
-        for shape in shapes:
-            live.update(client.describe_client_quotas(shape_filter(shape), strict=True))
+        live = describe_shapes(client, shapes)
         matched = sum(1 for e, q in expected.items() if live.get(e, {}) == q)
         if on_progress is not None:
             on_progress("read-back", matched, len(expected))

@@ -35,13 +35,13 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import Node
 
 from quotaform.errors import ConnectionSettingsError, QuotaformError
 from quotaform.wire import ConnectionSettings, load_connection_settings
 from quotaform.wire.connection import ENV_SASL_PASSWORD, ENV_SASL_USERNAME
+from quotaform.yamlsource import Loc, compose_documents, describe_yaml_error, locate
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
@@ -218,30 +218,14 @@ def find_config_file(config: Path | None, *, cwd: Path | None = None) -> Path | 
     return default if default.is_file() else None
 
 
-def _line_of(node: Any, loc: tuple[int | str, ...]) -> int | None:
-    """1-based line of the key or item at ``loc`` in ruamel's round-trip tree."""
-    line: int | None = None
-    for part in loc:
-        if isinstance(node, CommentedMap) and part in node:
-            line = node.lc.key(part)[0] + 1
-            node = node[part]
-        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
-            line = node.lc.item(part)[0] + 1
-            node = node[part]
-        else:
-            break
-    return line
-
-
 @dataclass(frozen=True, slots=True, order=True)
 class _Problem:
     line: int
     text: str
 
 
-def _problem(path: Path, root: Any, loc: tuple[int | str, ...], message: str) -> _Problem:
-    line = _line_of(root, loc)
-    field = ".".join(str(p) for p in loc) or "(document)"
+def _problem(path: Path, node: Node, loc: Loc, message: str) -> _Problem:
+    line, field = locate(node, loc)
     where = f"{path}:{line}" if line is not None else str(path)
     return _Problem(line or 0, f"{where}: {field}: {message}")
 
@@ -299,18 +283,16 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
         ClusterConfigError: unreadable file, YAML errors, unknown or missing
             fields, inline secrets, bad cluster names; every problem at once.
     """
-    yaml = YAML(typ="rt")
     try:
-        root = yaml.load(path.read_text(encoding="utf-8"))
+        documents = list(compose_documents(path.read_text(encoding="utf-8")))
     except OSError as exc:
         raise ClusterConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ClusterConfigError(f"{path}{line}: (yaml): {exc.problem or exc}") from exc
     except YAMLError as exc:
-        raise ClusterConfigError(f"{path}: (yaml): {exc}") from exc
-    if not isinstance(root, Mapping):
+        line, message = describe_yaml_error(exc)
+        where = f"{path}:{line}" if line is not None else str(path)
+        raise ClusterConfigError(f"{where}: (yaml): {message}") from exc
+    root, node = documents[0] if len(documents) == 1 else (None, None)
+    if not isinstance(root, Mapping) or node is None:
         raise ClusterConfigError(
             f"{path}: (document): expected a mapping with a clusters key, e.g. "
             "clusters: {prod-eu: {bootstrapServers: HOST:PORT}}"
@@ -322,7 +304,7 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
         problems.append(
             _problem(
                 path,
-                root,
+                node,
                 loc,
                 "a secret must not be written in this file (it is meant to be committed): "
                 "give the NAME of an environment variable with saslPasswordEnv, or a file "
@@ -336,7 +318,7 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
             loc = tuple(error["loc"])
             if any(loc[: len(s)] == s for s in secrets):
                 continue
-            problems.append(_problem(path, root, loc, _pydantic_message(error)))
+            problems.append(_problem(path, node, loc, _pydantic_message(error)))
         model = None
     if model is not None:
         for name in model.clusters:
@@ -344,7 +326,7 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
                 problems.append(
                     _problem(
                         path,
-                        root,
+                        node,
                         ("clusters", name),
                         "not a usable cluster name (letters, digits, '.', '_', '-'; as "
                         "manifests name it in metadata.cluster)",
@@ -371,7 +353,7 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
             sasl_username_env=p.sasl_username_env,
             sasl_password_env=p.sasl_password_env,
             sasl_password_file=absolute(p.sasl_password_file),
-            source=f"{path}:{_line_of(root, ('clusters', name)) or 1}",
+            source=f"{path}:{locate(node, ('clusters', name))[0] or 1}",
         )
         for name, p in sorted(model.clusters.items())
     }

@@ -84,7 +84,6 @@ def compute_plan(
                 after=after,
                 key_changes=key_changes,
                 source=f"{declared.source.path}:{declared.source.line}" if declared else None,
-                prevent_destroy=bool(declared and declared.prevent_destroy),
             )
         )
     deletes_allowed = allow_deletes or desired.allow_deletes
@@ -105,8 +104,7 @@ def compute_plan(
         rpc_counts=dict(live.rpc_counts),
         warnings=tuple(warnings),
     )
-    return replace(
-        plan,
-        violations=tuple(check_guards(plan, desired, budget or budget_from_manifest(desired))),
-        fallbacks=removal_notes(plan, desired),
-    )
+    # Fallbacks first: the guard rails judge removals by them.
+    plan = replace(plan, fallbacks=removal_notes(plan, desired))
+    budget = budget or budget_from_manifest(desired)
+    return replace(plan, violations=tuple(check_guards(plan, desired, budget)))

@@ -6,10 +6,10 @@ other way round: where the plan would update an entity the cluster has
 delete one it is *unexpected*; a no-op is in sync. Live entities outside the
 scope are *unmanaged*: counted per entity shape, never listed or touched.
 
-:func:`compute_drift` is pure. :func:`read_drift_state` reads the cluster (one
-strict DescribeClientQuotas per entity shape) through an injected reader, and
-:func:`detect_drift` chains the cluster-id check, reading and comparing for
-the ``drift`` command.
+:func:`compute_drift` is pure. :func:`detect_drift` chains the cluster-id
+check, reading the cluster with :func:`quotaform.live.read_live_state` (one
+strict DescribeClientQuotas per entity shape) and comparing, for the
+``drift`` command.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from quotaform.desired import DesiredState, Scope, shape_name
+from quotaform.desired import DesiredState
 from quotaform.diff import compute_plan
 from quotaform.entity import Entity
-from quotaform.live import ALL_SHAPES, LiveState, QuotaReader, shape_filter
+from quotaform.live import LiveState, read_live_state
 from quotaform.plan import Action, KeyAction, KeyChange, Quotas
 from quotaform.wire import QuotaAdminClient
 from quotaform.workflow import check_cluster
@@ -32,11 +32,9 @@ __all__ = [
     "DriftKind",
     "DriftReport",
     "EntityDrift",
-    "LiveStateByShape",
     "UnmanagedCount",
     "compute_drift",
     "detect_drift",
-    "read_drift_state",
 ]
 
 #: Version of the JSON drift report (``drift --output json``).
@@ -121,30 +119,6 @@ class UnmanagedCount:
 
 
 @dataclass(frozen=True, slots=True)
-class LiveStateByShape(LiveState):
-    """A :class:`LiveState` that also counts unmanaged entities per shape.
-
-    Attributes:
-        unmanaged_by_shape: shape name -> live entities of that shape outside
-            the scope, every shape of :data:`ALL_SHAPES` in that order; the
-            values add up to :attr:`unmanaged`.
-
-    Raises:
-        ValueError: (on construction) the per-shape counts do not add up to
-            ``unmanaged``.
-    """
-
-    unmanaged_by_shape: Mapping[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.unmanaged_by_shape and sum(self.unmanaged_by_shape.values()) != self.unmanaged:
-            raise ValueError(
-                f"unmanaged_by_shape adds up to {sum(self.unmanaged_by_shape.values())}, "
-                f"not unmanaged={self.unmanaged}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
 class DriftReport:
     """How one cluster differs from its manifests, inside and outside the scope.
 
@@ -197,9 +171,8 @@ def compute_drift(desired: DesiredState, live: LiveState) -> DriftReport:
 
     Args:
         desired: the loaded manifests.
-        live: the cluster's in-scope quotas; a :class:`LiveStateByShape`
-            (from :func:`read_drift_state`) also gives the unmanaged count per
-            shape, a plain :class:`LiveState` only the total.
+        live: the cluster's in-scope quotas and the unmanaged counts (per
+            shape when :func:`~quotaform.live.read_live_state` described them).
 
     Returns:
         A :class:`DriftReport`; each list sorted by :meth:`Entity.sort_key`,
@@ -223,7 +196,6 @@ def compute_drift(desired: DesiredState, live: LiveState) -> DriftReport:
                 source=change.source,
             )
         )
-    by_shape = live.unmanaged_by_shape if isinstance(live, LiveStateByShape) else {}
     return DriftReport(
         cluster=desired.cluster,
         cluster_id=live.cluster_id,
@@ -231,57 +203,11 @@ def compute_drift(desired: DesiredState, live: LiveState) -> DriftReport:
         missing=tuple(found[DriftKind.MISSING]),
         unexpected=tuple(found[DriftKind.UNEXPECTED]),
         matching=matching,
-        unmanaged=UnmanagedCount(live.unmanaged, MappingProxyType(dict(by_shape))),
+        unmanaged=UnmanagedCount(live.unmanaged, MappingProxyType(dict(live.unmanaged_by_shape))),
         rpc_counts=MappingProxyType(dict(sorted(live.rpc_counts.items()))),
         # Only the manifests' own warnings: the plan's "deletes not allowed"
         # note is about apply, and drift never applies.
         warnings=desired.warnings,
-    )
-
-
-def read_drift_state(
-    reader: QuotaReader, scope: Scope, *, cluster_id: str | None = None
-) -> LiveStateByShape:
-    """Describe every entity shape once, strictly, and split by scope per shape.
-
-    Four DescribeClientQuotas calls (one per shape of :data:`ALL_SHAPES`),
-    whatever the scope owns, so the unmanaged count covers the whole cluster.
-    Prefix rules are applied client-side (Kafka has no prefix match). Never
-    alters: a read-only client is enough.
-
-    Args:
-        reader: the describe half of a quota client.
-        scope: what the manifests own.
-        cluster_id: recorded in the result when the caller knows it.
-
-    Returns:
-        The in-scope entities with their quotas, the unmanaged total and its
-        split per shape name, and the RPCs made
-        (``{"DescribeClientQuotas": 4}``).
-
-    Raises:
-        BrokerError: from the wire layer (AuthorizationError when the principal
-            lacks DESCRIBE_CONFIGS on CLUSTER).
-    """
-    before = sum(reader.rpc_counts.values())
-    entities: dict[Entity, Mapping[str, float]] = {}
-    by_shape: dict[str, int] = {}
-    for shape in ALL_SHAPES:
-        outside = 0
-        described = reader.describe_client_quotas(shape_filter(shape), strict=True)
-        for entity, quotas in described.items():
-            if scope.contains(entity):
-                entities[entity] = quotas
-            else:
-                outside += 1
-        by_shape[shape_name(shape)] = outside
-    rpcs = sum(reader.rpc_counts.values()) - before
-    return LiveStateByShape(
-        entities=entities,
-        unmanaged=sum(by_shape.values()),
-        cluster_id=cluster_id,
-        rpc_counts={"DescribeClientQuotas": rpcs},
-        unmanaged_by_shape=MappingProxyType(by_shape),
     )
 
 
@@ -298,5 +224,5 @@ def detect_drift(desired: DesiredState, client: QuotaAdminClient) -> DriftReport
         BrokerError: a describe failed.
     """
     cluster_id = check_cluster(desired, client)
-    live = read_drift_state(client, desired.scope, cluster_id=cluster_id)
+    live = read_live_state(client, desired.scope, cluster_id=cluster_id)
     return compute_drift(desired, live)

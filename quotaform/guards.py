@@ -554,7 +554,8 @@ def check_guards(plan: Plan, desired: DesiredState, budget: ChangeBudget) -> lis
     that separately.
     """
     found = _mass_delete(plan, budget)
-    notes = removal_notes(plan, desired)
+    # compute_plan stores them on the plan; a plan built by hand gets them here.
+    notes = plan.fallbacks or removal_notes(plan, desired)
     factor = None if budget.allow_relax else budget.max_relax_factor
     for change in plan.changes:
         found += _protection(change, desired)

@@ -82,7 +82,6 @@ class EntityChange:
         after: declared quotas (empty for delete).
         key_changes: the keys that differ, sorted by key.
         source: ``"path:line"`` of the declaration, ``None`` for a delete.
-        prevent_destroy: the manifest protects this entity from deletion.
     """
 
     entity: Entity
@@ -91,7 +90,6 @@ class EntityChange:
     after: Quotas
     key_changes: tuple[KeyChange, ...]
     source: str | None = None
-    prevent_destroy: bool = False
 
     def alteration(self) -> QuotaAlteration | None:
         """The AlterClientQuotas entry carrying only the changed keys and the
@@ -165,9 +163,8 @@ class Plan:
 
     @property
     def blocked_deletes(self) -> tuple[EntityChange, ...]:
-        """Deletes apply must refuse: deletes not allowed, or ``preventDestroy``."""
+        """Deletes apply must refuse because deletes are not allowed (protected
+        entities are judged by the guard rails: :attr:`violations`)."""
         return tuple(
-            c
-            for c in self.changes
-            if c.action is Action.DELETE and (not self.deletes_allowed or c.prevent_destroy)
+            c for c in self.changes if c.action is Action.DELETE and not self.deletes_allowed
         )

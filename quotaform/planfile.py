@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from quotaform.diff import diff_entity
 from quotaform.entity import Entity
 from quotaform.errors import QuotaformError
-from quotaform.live import QuotaReader, shape_filter
+from quotaform.live import QuotaReader, describe_shapes
 from quotaform.plan import PLAN_FORMAT_VERSION, Action, EntityChange, KeyAction, KeyChange, Plan
 from quotaform.render.plan_json import PlanDocument, plan_document
 from quotaform.render.text import entity_label
@@ -193,9 +193,7 @@ def check_not_stale(plan: Plan, reader: QuotaReader, cluster_id: str) -> None:
     touched = {c.entity: dict(c.before) for c in plan.pending}
     if not touched:
         return
-    live: dict[Entity, dict[str, float]] = {}
-    for shape in sorted({e.types for e in touched}):
-        live.update(reader.describe_client_quotas(shape_filter(shape), strict=True))
+    live = describe_shapes(reader, sorted({e.types for e in touched}))
     moved = [
         MovedEntity(e, touched[e], live.get(e, {}))
         for e in sorted(touched, key=Entity.sort_key)

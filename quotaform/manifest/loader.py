@@ -19,9 +19,8 @@ from types import MappingProxyType, UnionType
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import Node
 
 from quotaform.desired import (
     ChangeLimits,
@@ -45,6 +44,7 @@ from quotaform.manifest.models import (
     ScopeEntry,
 )
 from quotaform.units import render_raw
+from quotaform.yamlsource import Loc, compose_documents, describe_yaml_error, locate
 
 __all__ = [
     "MANIFEST_SUFFIXES",
@@ -56,8 +56,6 @@ __all__ = [
 
 #: File suffixes picked up when a directory is given.
 MANIFEST_SUFFIXES = (".yaml", ".yml")
-
-Loc = tuple[int | str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,28 +143,14 @@ def _find_files(paths: Sequence[str | Path], problems: list[ManifestProblem]) ->
 
 
 def _yaml_problem(path: str, exc: YAMLError) -> ManifestProblem:
-    if not isinstance(exc, MarkedYAMLError):
-        return ManifestProblem(path, None, "(yaml)", f"invalid YAML: {exc}")
-    mark = exc.problem_mark or exc.context_mark
-    message = f"invalid YAML: {exc.problem or exc.context}"
-    if exc.problem and exc.context:
-        context_line = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
-        message += f" ({exc.context}{context_line})"
-    return ManifestProblem(path, mark.line + 1 if mark else None, "(yaml)", message)
+    line, message = describe_yaml_error(exc)
+    return ManifestProblem(path, line, "(yaml)", message)
 
 
 def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tuple[Any, Node]]:
-    """``(plain data, node)`` of each non-empty document; YAML errors become
-    problems (documents before the error are kept).
-
-    The node tree's marks give line numbers; ruamel's safe constructor turns
-    the same nodes into plain Python (YAML 1.2 types, duplicate keys refused).
-    libyaml (ruamel.yaml.clib) composes first because it is about seven times
-    faster (benchmarks/README.md); it is a YAML 1.1 parser, though, and refuses
-    some valid YAML 1.2 (``{ip: 2001:db8::10}``), so on any error the file is
-    read again with ruamel's own YAML 1.2 parser, whose verdict (and message)
-    stands.
-    """
+    """``(plain data, node)`` of each non-empty document
+    (:func:`quotaform.yamlsource.compose_documents`); read and YAML errors
+    become problems."""
     display = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -177,70 +161,9 @@ def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tup
         problems.append(ManifestProblem(display, None, "(file)", f"cannot read: {exc.strerror}"))
         return
     try:
-        documents = list(_compose(text, pure=False))
-    except YAMLError:
-        documents = []
-        try:
-            for document in _compose(text, pure=True):
-                documents.append(document)
-        except YAMLError as exc:
-            problems.append(_yaml_problem(display, exc))
-    yield from documents
-
-
-def _compose(text: str, *, pure: bool) -> Iterator[tuple[Any, Node]]:
-    yaml = YAML(typ="safe", pure=pure)
-    for node in yaml.compose_all(text):
-        if node is None or (isinstance(node, ScalarNode) and str(node.tag).endswith(":null")):
-            continue
-        yield yaml.constructor.construct_document(node), node
-
-
-# ----------------------------------------------------------------- locations
-
-
-def _child(node: Node, part: int | str) -> Node | _KeyAt | None:
-    """The node under ``part`` (a mapping key or a sequence index), if present."""
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            if isinstance(key, ScalarNode) and key.value == str(part):
-                return _KeyAt(key, value)
-    elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-        item: Node = node.value[part]
-        return item
-    return None
-
-
-class _KeyAt:
-    """A mapping value reached through its key: located at the key's line
-    (where a reader looks for the field), descending into the value."""
-
-    def __init__(self, key: Node, value: Node) -> None:
-        self.start_mark = key.start_mark
-        self.value_node = value
-
-
-def _resolve(root: Node, loc: Loc) -> tuple[int | None, str]:
-    """``(1-based line, field path)`` of a location in one document.
-
-    Follows ``loc`` down the node tree as far as it exists; a missing key (a
-    required field left out) points at the mapping that should hold it.
-    """
-    node: Node | None = root
-    line: int | None = root.start_mark.line
-    path = ""
-    for part in loc:
-        in_seq = isinstance(node, SequenceNode)
-        path += (
-            f"[{part}]" if in_seq and isinstance(part, int) else (f".{part}" if path else str(part))
-        )
-        found = _child(node, part) if node is not None else None
-        if found is None:
-            node = None
-            continue
-        line = found.start_mark.line
-        node = found.value_node if isinstance(found, _KeyAt) else found
-    return (line + 1 if line is not None else None), path or "(document)"
+        yield from compose_documents(text)
+    except YAMLError as exc:
+        problems.append(_yaml_problem(display, exc))
 
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:
@@ -336,7 +259,7 @@ class _Document:
     budget: dict[str, float | int] = field(default_factory=dict)  # YAML name -> value
 
     def locate(self, *loc: int | str) -> tuple[int | None, str]:
-        return _resolve(self.node, loc)
+        return locate(self.node, loc)
 
     def problem(self, message: str, *loc: int | str) -> ManifestProblem:
         line, path = self.locate(*loc)

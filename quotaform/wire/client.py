@@ -392,6 +392,7 @@ class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
         self._quota_retry = retry or RetryPolicy()
         self._quota_max_records = max_records
         self.rpc_counts = {}
+        self._cluster_id: str | None = None
         configs.setdefault("request_timeout_ms", request_timeout_ms)
         super().__init__(**configs)
 
@@ -401,5 +402,8 @@ class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
         return self._quota_read_only
 
     def cluster_id(self) -> str:
-        """The cluster id (DescribeCluster, or Metadata on old brokers)."""
-        return str(self.describe_cluster()["cluster_id"])
+        """The cluster id (DescribeCluster, or Metadata on old brokers), asked
+        once per client: a connection's cluster does not change."""
+        if self._cluster_id is None:
+            self._cluster_id = str(self.describe_cluster()["cluster_id"])
+        return self._cluster_id

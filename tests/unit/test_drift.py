@@ -22,13 +22,11 @@ from quotaform.desired import DesiredEntity, DesiredState, Scope, ScopeRule, Sou
 from quotaform.diff import compute_plan
 from quotaform.drift import (
     DriftKind,
-    LiveStateByShape,
     UnmanagedCount,
     compute_drift,
-    read_drift_state,
 )
 from quotaform.entity import Entity
-from quotaform.live import LiveState
+from quotaform.live import LiveState, read_live_state
 from quotaform.plan import Action, KeyAction
 from quotaform.render.drift import (
     DriftDocument,
@@ -98,7 +96,7 @@ BY_SHAPE = {"user": 2, "client-id": 0, "user+client-id": 1, "ip": 0}
 def report():  # type: ignore[no-untyped-def]
     return compute_drift(
         desired(DECLARED),
-        LiveStateByShape(
+        LiveState(
             LIVE,
             unmanaged=3,
             cluster_id=CLUSTER_ID,
@@ -168,7 +166,7 @@ def test_classes_are_the_plan_actions_read_backwards() -> None:
 def test_in_sync_when_only_unmanaged_entities_differ() -> None:
     r = compute_drift(
         desired({SVC_A: {"producer_byte_rate": 1048576.0}}),
-        LiveStateByShape(
+        LiveState(
             {SVC_A: {"producer_byte_rate": 1048576}},
             unmanaged=5,
             unmanaged_by_shape={"user": 5, "client-id": 0, "user+client-id": 0, "ip": 0},
@@ -191,14 +189,14 @@ def test_a_plain_live_state_gives_only_the_unmanaged_total() -> None:
 
 def test_per_shape_counts_must_add_up() -> None:
     with pytest.raises(ValueError, match="adds up to 2, not unmanaged=3"):
-        LiveStateByShape({}, unmanaged=3, unmanaged_by_shape={"user": 2, "ip": 0})
+        LiveState({}, unmanaged=3, unmanaged_by_shape={"user": 2, "ip": 0})
 
 
 def test_report_is_deterministic_whatever_the_input_order() -> None:
     reversed_live = dict(reversed(list(LIVE.items())))
     other = compute_drift(
         desired(dict(reversed(list(DECLARED.items())))),
-        LiveStateByShape(
+        LiveState(
             reversed_live,
             unmanaged=3,
             cluster_id=CLUSTER_ID,
@@ -216,7 +214,7 @@ def test_report_is_deterministic_whatever_the_input_order() -> None:
     assert [d.entity for d in other.missing] == [SVC_C, IP_20]
 
 
-# --------------------------------------------------------------- read_drift_state
+# ------------------------------------------------- read_live_state, as drift uses it
 
 
 class FakeReader:
@@ -251,7 +249,7 @@ def test_reader_describes_each_shape_once_strictly_and_splits_by_scope() -> None
             Entity.of(ip=None): {"connection_creation_rate": 1.0},
         }
     )
-    live = read_drift_state(reader, svc_scope(), cluster_id=CLUSTER_ID)
+    live = read_live_state(reader, svc_scope(), cluster_id=CLUSTER_ID)
     assert reader.calls == [
         (("user",), True),
         (("client-id",), True),
@@ -272,7 +270,7 @@ def test_reader_describes_each_shape_once_strictly_and_splits_by_scope() -> None
 
 def test_reader_output_feeds_compute_drift() -> None:
     reader = FakeReader({SVC_A: {"producer_byte_rate": 1.0}, Entity.of(user="legacy"): {}})
-    live = read_drift_state(reader, svc_scope())
+    live = read_live_state(reader, svc_scope())
     r = compute_drift(desired({SVC_A: {"producer_byte_rate": 2.0}}), live)
     assert [d.entity for d in r.changed] == [SVC_A]
     assert r.unmanaged == UnmanagedCount(

@@ -988,3 +988,21 @@ def test_settings_only_need_to_agree_within_a_cluster(tmp_path: Path) -> None:
     assert load_manifests([tmp_path], cluster="d").cluster_id == "id-d"
     # Without a choice, the single-cluster rule (and its message) stands.
     assert any("must name the same cluster" in p for p in problems_of(tmp_path))
+
+
+def test_documents_before_a_yaml_error_still_count(tmp_path: Path) -> None:
+    # The first document is read and checked even though the second is broken:
+    # its own problem (an unknown quota key) is reported beside the YAML error.
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "apiVersion: quotaform.io/v1\nkind: ClientQuotas\nmetadata: {cluster: c}\n"
+        "spec:\n  scope: [{shape: user}]\n  quotas:\n"
+        "    - entity: {user: a}\n      values: {bogus_rate: 5}\n"
+        "---\nkey: [unclosed\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ManifestError) as info:
+        load_manifests([path])
+    fields = [p.field for p in info.value.problems]
+    assert "(yaml)" in fields
+    assert any("bogus_rate" in p.field or "bogus_rate" in p.message for p in info.value.problems)
