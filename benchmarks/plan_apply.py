@@ -67,14 +67,14 @@ def _peak_rss_mib() -> float:
 
 
 def _entities(n: int) -> list[Any]:
-    from quotaform.entity import Entity
+    from quotaform.kafka.entity import Entity
 
     return [Entity.of(user=f"{PREFIX}{i:06d}") for i in range(n)]
 
 
 def measure(kind: str, bootstrap: str, n: int, manifest: str | None) -> dict[str, Any]:
     """One measurement in this process; returns seconds, RPC counts, peak RSS."""
-    from quotaform.wire import (
+    from quotaform.cluster.wire import (
         FilterComponent,
         QuotaAlteration,
         load_connection_settings,
@@ -123,11 +123,12 @@ def measure(kind: str, bootstrap: str, n: int, manifest: str | None) -> dict[str
             got = client.describe_client_quotas([FilterComponent.any("user")], strict=True)
             assert len(got) >= n, (len(got), n)
         elif kind in ("plan", "apply"):
-            from quotaform.apply import ApplyStatus, apply_plan
-            from quotaform.diff import compute_plan
-            from quotaform.live import read_live_state
+            from quotaform.cluster.apply import ApplyStatus, apply_plan
+            from quotaform.cluster.read import read_live_state
+            from quotaform.formats.plan import render_json
             from quotaform.manifest import load_manifests
-            from quotaform.render import render_json
+            from quotaform.plan.diff import compute_plan
+            from quotaform.plan.review import review_plan
 
             assert manifest is not None
             t = time.perf_counter()
@@ -138,10 +139,11 @@ def measure(kind: str, bootstrap: str, n: int, manifest: str | None) -> dict[str
             phases["describe"] = time.perf_counter() - t
             t = time.perf_counter()
             plan = compute_plan(desired, live)
+            review = review_plan(plan, desired)
             phases["diff"] = time.perf_counter() - t
             if kind == "plan":
                 t = time.perf_counter()
-                render_json(plan)
+                render_json(plan, review)
                 phases["render"] = time.perf_counter() - t
                 assert not plan.summary.has_changes, plan.summary
             else:
@@ -176,7 +178,7 @@ def measure(kind: str, bootstrap: str, n: int, manifest: str | None) -> dict[str
 
 
 def _bench_count(client: Any) -> int:
-    from quotaform.wire import FilterComponent
+    from quotaform.cluster.wire import FilterComponent
 
     live = client.describe_client_quotas([FilterComponent.any("user")], strict=True)
     return sum(1 for e in live if (e.name("user") or "").startswith(PREFIX))
@@ -203,7 +205,7 @@ def run_child(kind: str, bootstrap: str, n: int, manifest: Path | None) -> dict[
 
 def wait_converged(bootstrap: str, n: int) -> None:
     """After a raw alter: wait until describe shows all N (not part of any timing)."""
-    from quotaform.wire import load_connection_settings, open_admin
+    from quotaform.cluster.wire import load_connection_settings, open_admin
 
     with open_admin(load_connection_settings(bootstrap_server=bootstrap), read_only=True) as c:
         deadline = time.monotonic() + 60

@@ -1,20 +1,70 @@
-"""One error hierarchy for quotaform.
+"""Every error quotaform raises on purpose, and the one exit-code table.
 
 Library code raises these and never prints or exits; the CLI catches
-:class:`QuotaformError` once, prints ``str(error)`` to standard error and exits
-with ``error.exit_code``.
+:class:`QuotaformError` once, prints ``Error: <message>`` to standard error and
+exits with ``error.exit_code``.
+
+Exit codes, for every command:
+
+====  ======================================================================
+code  meaning
+====  ======================================================================
+0     success; for ``plan --detailed-exitcode`` and ``drift``: no changes
+1     error: bad input or usage, connection, authorization, a refused plan;
+      for ``apply``: nothing was applied
+2     ``plan --detailed-exitcode``: changes present; ``drift``: drift found
+3     ``apply``: partial: some entities applied, others failed or unknown
+4     ``apply``: every alter succeeded but the read-back did not match in time
+5     ``apply PLANFILE``: the saved plan is stale (the cluster changed)
+====  ======================================================================
+
+``sandbox status`` follows LSB init scripts instead: 3 not running, 4 not
+answering.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from quotaform.kafka.entity import Entity
+from quotaform.kafka.units import format_quota_value
+
 __all__ = [
+    "EXIT_CHANGES",
+    "EXIT_ERROR",
+    "EXIT_NOT_CONVERGED",
+    "EXIT_OK",
+    "EXIT_PARTIAL",
+    "EXIT_SANDBOX_NOT_RUNNING",
+    "EXIT_SANDBOX_UNRESPONSIVE",
+    "EXIT_STALE_PLAN",
     "AuthorizationError",
     "BrokerError",
+    "ClusterConfigError",
+    "ClusterMismatchError",
     "ConnectionSettingsError",
+    "DeletesNotAllowedError",
+    "ExportError",
+    "GuardRefusedError",
+    "ManifestError",
+    "ManifestProblem",
+    "PlanFileError",
     "QuotaformError",
     "ReadOnlyError",
     "SandboxError",
+    "StalePlanError",
 ]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CHANGES = 2
+EXIT_PARTIAL = 3
+EXIT_NOT_CONVERGED = 4
+EXIT_STALE_PLAN = 5
+EXIT_SANDBOX_NOT_RUNNING = 3
+EXIT_SANDBOX_UNRESPONSIVE = 4
 
 
 class QuotaformError(Exception):
@@ -24,16 +74,77 @@ class QuotaformError(Exception):
     subclass documents another).
     """
 
-    exit_code: int = 1
+    exit_code: int = EXIT_ERROR
+
+
+# ----------------------------------------------------------------- input
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestProblem:
+    """One thing wrong with the manifests.
+
+    Attributes:
+        path: the file, as given or as found under a given directory.
+        line: 1-based line of the offending key or item, ``None`` when unknown
+            (unreadable file, a problem of the whole set).
+        field: dotted field path inside the document, e.g.
+            ``spec.quotas[2].values.producer_byte_rate``; ``(yaml)`` for YAML
+            syntax, ``(file)`` for files that cannot be read.
+        message: what is wrong and, where possible, how to fix it.
+    """
+
+    path: str
+    line: int | None
+    field: str
+    message: str
+
+    def sort_key(self) -> tuple[str, int, str, str]:
+        """By path, then line (unknown lines first), field, message."""
+        return (self.path, self.line or 0, self.field, self.message)
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.field}: {self.message}"
+
+
+class ManifestError(QuotaformError):
+    """The manifests are invalid; ``problems`` lists every problem found.
+
+    ``str()`` gives one problem per line, ``path:line: field: message``, sorted
+    by path and line.
+    """
+
+    def __init__(self, problems: Iterable[ManifestProblem]) -> None:
+        self.problems: tuple[ManifestProblem, ...] = tuple(
+            sorted(problems, key=ManifestProblem.sort_key)
+        )
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class ClusterConfigError(QuotaformError):
+    """The cluster profiles file is missing, invalid, holds an inline secret,
+    does not have the profile asked for, or a profile's secret cannot be read.
+
+    ``str()`` gives one problem per line, ``path:line: field: message`` where
+    a file and line are known.
+    """
 
 
 class ConnectionSettingsError(QuotaformError):
     """A bootstrap server, ``--command-config`` file or environment variable is
-    missing, unreadable or names a setting kafka-python cannot honour."""
+    missing, unreadable or names a setting kafka-python cannot honour; or the
+    cluster cannot be reached or refuses the credentials."""
 
 
-class ReadOnlyError(QuotaformError):
-    """An alter was attempted through a client opened read-only (plan, drift)."""
+class ExportError(QuotaformError):
+    """Export or import cannot proceed (bad options, file exists, not a manifest
+    of the set, edited manifests that would not load)."""
+
+
+class PlanFileError(QuotaformError):
+    """A saved plan cannot be used: unreadable, damaged, from a newer
+    quotaform, or for another cluster. Nothing was applied."""
 
 
 class SandboxError(QuotaformError):
@@ -41,6 +152,100 @@ class SandboxError(QuotaformError):
 
     The message says what to do about it (install Java 17+, install Maven, ...).
     """
+
+
+# ----------------------------------------------------------------- refusals
+
+
+class ClusterMismatchError(QuotaformError):
+    """The manifests or the cluster profile name a cluster id and the
+    connected cluster has another. Nothing was read or changed."""
+
+
+class ReadOnlyError(QuotaformError):
+    """An alter was attempted through a client opened read-only (plan, drift)."""
+
+
+class DeletesNotAllowedError(QuotaformError):
+    """The plan deletes entities but deletes are not allowed; nothing was sent.
+
+    Args:
+        entities: the entities the plan would delete.
+    """
+
+    def __init__(self, entities: Sequence[Entity]) -> None:
+        self.entities = tuple(entities)
+        names = "; ".join(e.label() for e in self.entities[:10])
+        more = f" and {len(self.entities) - 10} more" if len(self.entities) > 10 else ""
+        n = len(self.entities)
+        super().__init__(
+            f"the plan deletes {n} entit{'y' if n == 1 else 'ies'} ({names}{more}) but "
+            "deletes are not allowed; nothing was applied. "
+            "Set spec.allowDeletes: true in the manifests or pass --allow-deletes."
+        )
+
+
+class GuardRefusedError(QuotaformError):
+    """The plan breaks a guard rail (protection, change budget); nothing was sent.
+
+    Args:
+        reasons: one worded line per violation, flag to allow it included.
+        summary: the first line; the default says nothing was applied.
+    """
+
+    def __init__(self, reasons: Sequence[str], summary: str | None = None) -> None:
+        self.reasons = tuple(reasons)
+        head = summary or (
+            f"the plan breaks {len(self.reasons)} guard rail(s); nothing was applied:"
+        )
+        super().__init__("\n".join([head, *(f"  - {r}" for r in self.reasons)]))
+
+
+class _Change(Protocol):
+    @property
+    def entity(self) -> Entity: ...
+
+    @property
+    def before(self) -> Mapping[str, float]: ...
+
+    @property
+    def after(self) -> Mapping[str, float]: ...
+
+
+def _quotas_text(quotas: Mapping[str, float]) -> str:
+    if not quotas:
+        return "(no quotas)"
+    return ", ".join(f"{k}={format_quota_value(k, v)}" for k, v in sorted(quotas.items()))
+
+
+class StalePlanError(QuotaformError):
+    """The cluster changed since the saved plan was made; nothing was applied.
+
+    Args:
+        moved: one change per entity that moved, ``before`` = what the plan
+            saw, ``after`` = what the cluster holds now
+            (:class:`~quotaform.plan.model.EntityChange`).
+    """
+
+    exit_code = EXIT_STALE_PLAN
+
+    def __init__(self, moved: Sequence[_Change]) -> None:
+        self.moved = tuple(moved)
+        n = len(self.moved)
+        lines = [
+            f"the saved plan is stale: {n} entit{'y' if n == 1 else 'ies'} "
+            "changed on the cluster since it was made; nothing was applied. "
+            "Run plan again and review the new plan."
+        ]
+        for m in self.moved:
+            lines.append(
+                f"  {m.entity.label()}: planned from {_quotas_text(m.before)}, "
+                f"now {_quotas_text(m.after)}"
+            )
+        super().__init__("\n".join(lines))
+
+
+# ----------------------------------------------------------------- the broker
 
 
 class BrokerError(QuotaformError):
@@ -83,8 +288,8 @@ class AuthorizationError(BrokerError):
 
     def __init__(self, broker_message: str | None, *, api: str) -> None:
         super().__init__(31, "CLUSTER_AUTHORIZATION_FAILED", broker_message, api=api)
-        needed = "ALTER_CONFIGS" if api.startswith("Alter") else "DESCRIBE_CONFIGS"
+        self.operation = "ALTER_CONFIGS" if api.startswith("Alter") else "DESCRIBE_CONFIGS"
         self.args = (
             f"{api} was refused: not authorized (CLUSTER_AUTHORIZATION_FAILED, 31). "
-            f"The principal needs the {needed} operation on the CLUSTER resource.",
+            f"The principal needs the {self.operation} operation on the CLUSTER resource.",
         )

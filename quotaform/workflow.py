@@ -1,9 +1,8 @@
-"""The steps the CLI runs, each a plain function: connect, check the cluster, plan.
+"""The steps the commands run, each a plain function over the layers below:
+load manifests, connect, read the live state, plan and review, refuse, detect
+drift, plan every cluster.
 
 Kept apart from the CLI so tests and other front ends drive the same code.
-:func:`plan_clusters` runs the plan steps once per cluster of a manifest set
-(``plan --all-clusters``); what it returns is aggregated and rendered by
-:mod:`quotaform.multicluster`.
 """
 
 from __future__ import annotations
@@ -11,85 +10,39 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from quotaform.clusters import ClusterConfigError, ClusterProfiles, resolve_settings
-from quotaform.desired import DesiredState
-from quotaform.diff import compute_plan
-from quotaform.errors import QuotaformError
-from quotaform.guards import GuardFlags
-from quotaform.live import read_live_state
+from quotaform.cluster.connect import check_cluster, connect
+from quotaform.cluster.profiles import ClusterProfiles, resolve_settings
+from quotaform.cluster.read import ClusterReader, read_live_state
+from quotaform.cluster.wire.client import QuotaAdminClient
+from quotaform.errors import (
+    ClusterConfigError,
+    DeletesNotAllowedError,
+    GuardRefusedError,
+    QuotaformError,
+)
 from quotaform.manifest import load_manifests, manifest_clusters
-from quotaform.multicluster import ClusterPlan, MultiClusterPlan
-from quotaform.plan import Plan
-from quotaform.wire import ConnectionSettings, QuotaAdminClient, open_admin
+from quotaform.plan.diff import compute_plan
+from quotaform.plan.drift import DriftReport, compute_drift
+from quotaform.plan.model import Plan
+from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
+from quotaform.plan.review import PlanReview, review_plan
+from quotaform.plan.state import ChangeBudget, DesiredState
+from quotaform.render.words import violation_line
 
 __all__ = [
-    "ClusterMismatchError",
-    "check_cluster",
-    "connect",
+    "detect_drift",
     "make_plan",
     "plan_clusters",
     "plan_desired",
+    "refuse_unless_allowed",
 ]
 
 
-class ClusterMismatchError(QuotaformError):
-    """The manifests name a cluster id and the connected cluster has another."""
-
-
-def connect(
-    settings: ConnectionSettings, *, read_only: bool, cluster_id: str | None = None
-) -> QuotaAdminClient:
-    """Open a quota client (read-only for plan, validate and drift).
-
-    Args:
-        cluster_id: the id the cluster must have (a profile's ``clusterId``);
-            ``None``: not checked here.
-
-    Raises:
-        ClusterMismatchError: the cluster has another id (the client is closed).
-    """
-    client = open_admin(settings, read_only=read_only)
-    if cluster_id is None:
-        return client
-    try:
-        actual = client.cluster_id()
-        if actual != cluster_id:
-            raise ClusterMismatchError(
-                f"the cluster profile expects cluster id {cluster_id!r}, but "
-                f"{settings.bootstrap_servers} belongs to cluster id {actual!r}: "
-                "refusing to use the wrong cluster"
-            )
-    except BaseException:
-        client.close()
-        raise
-    return client
-
-
-def check_cluster(desired: DesiredState, client: QuotaAdminClient) -> str:
-    """The connected cluster's id, after checking it against ``metadata.clusterId``.
-
-    Raises:
-        ClusterMismatchError: the manifests expect another cluster id.
-    """
-    cluster_id = client.cluster_id()
-    if desired.cluster_id is not None and desired.cluster_id != cluster_id:
-        raise ClusterMismatchError(
-            f"the manifests are for cluster {desired.cluster!r} with id "
-            f"{desired.cluster_id!r}, but the bootstrap server belongs to cluster id "
-            f"{cluster_id!r}: refusing to plan against the wrong cluster"
-        )
-    return cluster_id
-
-
 def plan_desired(
-    desired: DesiredState,
-    client: QuotaAdminClient,
-    *,
-    allow_deletes: bool = False,
-    guard_flags: GuardFlags | None = None,
-) -> Plan:
-    """Check the cluster, read the live state in ``desired``'s scope and diff,
-    checking the change budget (``guard_flags`` over ``spec.changeBudget``).
+    desired: DesiredState, client: QuotaAdminClient, *, flags: ChangeBudget | None = None
+) -> tuple[Plan, PlanReview]:
+    """Check the cluster, read the live state in ``desired``'s scope, diff,
+    and review the plan (``flags`` over the manifests' budget).
 
     Raises:
         ClusterMismatchError: wrong cluster.
@@ -97,20 +50,19 @@ def plan_desired(
     """
     cluster_id = check_cluster(desired, client)
     live = read_live_state(client, desired.scope, cluster_id=cluster_id)
-    budget = (guard_flags or GuardFlags()).budget_for(desired)
-    return compute_plan(desired, live, allow_deletes=allow_deletes, budget=budget)
+    plan = compute_plan(desired, live)
+    return plan, review_plan(plan, desired, flags)
 
 
 def make_plan(
     paths: Sequence[str | Path],
     client: QuotaAdminClient,
     *,
-    allow_deletes: bool = False,
     cluster: str | None = None,
-    guard_flags: GuardFlags | None = None,
-) -> tuple[DesiredState, Plan]:
-    """Load the manifests (for ``cluster``, see :func:`load_manifests`), read the
-    live state in their scope and diff.
+    flags: ChangeBudget | None = None,
+) -> tuple[DesiredState, Plan, PlanReview]:
+    """Load the manifests (for ``cluster``, see
+    :func:`~quotaform.manifest.load_manifests`), then :func:`plan_desired`.
 
     Raises:
         ManifestError: invalid manifests (before any RPC).
@@ -118,17 +70,44 @@ def make_plan(
         BrokerError: the describe failed.
     """
     desired = load_manifests(paths, cluster=cluster)
-    return desired, plan_desired(
-        desired, client, allow_deletes=allow_deletes, guard_flags=guard_flags
-    )
+    plan, review = plan_desired(desired, client, flags=flags)
+    return desired, plan, review
+
+
+def refuse_unless_allowed(review: PlanReview) -> None:
+    """Refuse a plan apply must not run, before anything is sent.
+
+    Raises:
+        DeletesNotAllowedError: the plan deletes while deletes are not allowed.
+        GuardRefusedError: listing every violation and the flag allowing it.
+    """
+    if review.blocked_deletes:
+        raise DeletesNotAllowedError(review.blocked_deletes)
+    if review.violations:
+        raise GuardRefusedError([violation_line(v) for v in review.violations])
+
+
+def detect_drift(desired: DesiredState, client: ClusterReader) -> DriftReport:
+    """Check the cluster id, read the live state and compare: ``quotaform drift``.
+
+    ``client`` should be opened read-only: nothing here alters. Load the
+    manifests first, so bad manifests fail before any connection is made.
+
+    Raises:
+        ClusterMismatchError: the manifests' ``metadata.clusterId`` names
+            another cluster.
+        BrokerError: a describe failed.
+    """
+    cluster_id = check_cluster(desired, client)
+    live = read_live_state(client, desired.scope, cluster_id=cluster_id)
+    return compute_drift(desired, live)
 
 
 def plan_clusters(
     paths: Sequence[str | Path],
     profiles: ClusterProfiles,
     *,
-    allow_deletes: bool = False,
-    guard_flags: GuardFlags | None = None,
+    flags: ChangeBudget | None = None,
     env: Mapping[str, str] | None = None,
 ) -> MultiClusterPlan:
     """Plan every cluster the manifests name, each with its profile and a
@@ -161,11 +140,9 @@ def plan_clusters(
             profile = profiles.get(name)
             settings = resolve_settings(profile, env=env)
             with connect(settings, read_only=True, cluster_id=profile.cluster_id) as client:
-                plan = plan_desired(
-                    desired, client, allow_deletes=allow_deletes, guard_flags=guard_flags
-                )
+                plan, review = plan_desired(desired, client, flags=flags)
         except QuotaformError as exc:
             results.append(ClusterPlan(name, error=str(exc)))
         else:
-            results.append(ClusterPlan(name, plan=plan))
+            results.append(ClusterPlan(name, plan=plan, review=review))
     return MultiClusterPlan.build(results)

@@ -10,10 +10,12 @@ Set ``QUOTAFORM_TEST_KAFKA_VERSION`` to run against another Kafka release.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -34,30 +36,42 @@ _SESSION_PREFIX = "pytest-"
 def _stop_orphans() -> None:
     """Stop sandboxes of earlier pytest sessions that died without tearing down."""
     for state in sorted(default_state_dir().glob(f"{_SESSION_PREFIX}*.json")):
-        owner = state.stem.removeprefix(_SESSION_PREFIX)
+        owner = state.stem.rsplit("-", 1)[-1]
         if owner.isdigit() and not _is_alive(int(owner)):
             stop_broker(name=state.stem)  # verifies the pid is that sandbox's java first
 
 
-@pytest.fixture(scope="session")
-def kafka_broker() -> Iterator[SandboxBroker]:
-    """The session's sandbox broker (``broker.bootstrap`` is ``127.0.0.1:PORT``)."""
-    name = f"{_SESSION_PREFIX}{os.getpid()}"
+@contextlib.contextmanager
+def sandbox_broker(name: str, **options: Any) -> Iterator[SandboxBroker]:
+    """Start a sandbox broker named ``name`` (options as for ``start_broker``),
+    yield it, and always stop it. If it cannot start, the test FAILS with the
+    reason (never skips), so a missing Java or Maven cannot turn a red run green.
+
+    Set ``QUOTAFORM_TEST_KAFKA_VERSION`` to run against another Kafka release.
+    """
     version = os.environ.get("QUOTAFORM_TEST_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
     failure: str | None
     try:
         _stop_orphans()
-        broker = start_broker(version=version, name=name)
+        broker = start_broker(version=version, name=name, **options)
     except Exception as exc:
-        failure = f"Could not start the sandbox Kafka broker ({type(exc).__name__}): {exc}"
+        failure = f"Could not start the sandbox Kafka broker {name!r} ({type(exc).__name__}): {exc}"
     else:
         failure = None
     if failure is not None:  # outside the except: no chained traceback in the report
+        stop_broker(name=name)
         pytest.fail(failure, pytrace=False)
     try:
         yield broker
     finally:
         stop_broker(name=name)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[SandboxBroker]:
+    """The session's sandbox broker (``broker.bootstrap`` is ``127.0.0.1:PORT``)."""
+    with sandbox_broker(f"{_SESSION_PREFIX}{os.getpid()}") as broker:
+        yield broker
 
 
 @pytest.fixture(scope="session")

@@ -72,14 +72,11 @@ def _root(
 
 
 def _register() -> None:
-    from quotaform.cli.drift import register as register_drift
-    from quotaform.cli.export import register as register_export
-    from quotaform.cli.quotas import register
+    from quotaform.cli import apply, drift, export, plan, validate
     from quotaform.cli.sandbox import sandbox_app
 
-    register(app)
-    register_drift(app)
-    register_export(app)
+    for module in (validate, plan, apply, drift, export):
+        module.register(app)
     app.add_typer(sandbox_app, name="sandbox", help="Run a local single-node Kafka broker.")
 
 

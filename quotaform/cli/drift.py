@@ -19,24 +19,25 @@ import typer
 from typer.core import TyperCommand
 from typer.exceptions import TyperException
 
-from quotaform.cli.options import ClusterOption, ConfigOption
-from quotaform.cli.output import OutputFormat, emit
-from quotaform.cli.quotas import BootstrapServer, CommandConfig, Manifests
-from quotaform.clusters import resolve_target
-from quotaform.drift import DriftReport, detect_drift
-from quotaform.manifest import load_manifests
-from quotaform.render.drift import (
-    render_drift_json,
-    render_drift_markdown,
-    render_drift_text,
+from quotaform.cli.options import (
+    BootstrapServer,
+    ClusterOption,
+    CommandConfig,
+    ConfigOption,
+    Manifests,
 )
-from quotaform.workflow import connect
+from quotaform.cli.output import OutputFormat, emit
+from quotaform.cluster.connect import connect
+from quotaform.cluster.profiles import resolve_target
+from quotaform.errors import EXIT_CHANGES, EXIT_ERROR
+from quotaform.formats.drift import render_drift_json
+from quotaform.manifest import load_manifests
+from quotaform.plan.drift import DriftReport
+from quotaform.render.drift import render_drift_markdown, render_drift_text
+from quotaform.workflow import detect_drift
 
-__all__ = ["EXIT_DRIFT", "EXIT_ERROR", "EXIT_IN_SYNC", "drift", "register"]
+__all__ = ["drift", "register"]
 
-EXIT_IN_SYNC = 0
-EXIT_ERROR = 1
-EXIT_DRIFT = 2
 _USAGE_ERROR = 2
 
 Output = Annotated[
@@ -92,7 +93,7 @@ def drift(
         report = detect_drift(desired, client)
     _print_report(report, output)
     if not report.in_sync:
-        raise typer.Exit(EXIT_DRIFT)
+        raise typer.Exit(EXIT_CHANGES)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,30 +15,19 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from quotaform.cli.quotas import BootstrapServer, CommandConfig
-from quotaform.export import (
-    ExportError,
-    Skipped,
-    export_manifest,
-    export_scope,
-    import_entities,
-    parse_prefixes,
-    write_new_file,
-)
-from quotaform.render import entity_label
-from quotaform.wire import ConnectionSettings, load_connection_settings
-from quotaform.workflow import connect
+from quotaform.cli.options import BootstrapServer, CommandConfig
+from quotaform.cluster.connect import connect
+from quotaform.cluster.wire.connection import ConnectionSettings, load_connection_settings
+from quotaform.errors import ExportError
+from quotaform.export.build import Skipped, export_scope, parse_prefixes
+from quotaform.export.files import write_new_file
+from quotaform.export.workflow import export_manifest, import_entities
+from quotaform.kafka.entity import SHAPE_NAMES
 
 __all__ = ["Shape", "register"]
 
-
-class Shape(enum.StrEnum):
-    """Entity shapes, spelled as in ``spec.scope[].shape``."""
-
-    user = "user"
-    client_id = "client-id"
-    user_client_id = "user+client-id"
-    ip = "ip"
+#: Entity shapes, spelled as in ``spec.scope[].shape`` (from the one shape table).
+Shape = enum.StrEnum("Shape", {name: name for name in SHAPE_NAMES})  # type: ignore[misc]
 
 
 def _settings(bootstrap_server: str | None, command_config: Path | None) -> ConnectionSettings:
@@ -50,7 +39,7 @@ def _settings(bootstrap_server: str | None, command_config: Path | None) -> Conn
 def _warn_skipped(skipped: tuple[Skipped, ...], err: Console) -> None:
     for item in skipped:
         err.print(
-            f"Warning: left out {entity_label(item.entity)}: {item.reason}",
+            f"Warning: left out {item.entity.label()}: {item.reason}",
             style="yellow",
             highlight=False,
             soft_wrap=True,
@@ -111,7 +100,7 @@ def export(
     Exit codes: 0 written, 1 error (including an existing --out without --force).
     """
     scope = export_scope(
-        [s.value for s in shape or Shape],
+        [str(s.value) for s in shape or Shape],
         parse_prefixes(prefix or []),
         include_defaults=include_defaults,
     )
@@ -188,9 +177,9 @@ def import_(
         typer.echo("Nothing to import: the manifests declare every live entity in their scope.")
         return
     for entity in result.added:
-        typer.echo(f"  + {entity_label(entity)}")
+        typer.echo(f"  + {entity.label()}")
     for entity, path in result.updated:
-        typer.echo(f"  ~ {entity_label(entity)} ({path})")
+        typer.echo(f"  ~ {entity.label()} ({path})")
     typer.echo(
         f"Imported {len(result.added)} entit{'y' if len(result.added) == 1 else 'ies'} into "
         f"{result.into}; updated {len(result.updated)}."

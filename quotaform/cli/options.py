@@ -1,7 +1,10 @@
-"""Options shared by several commands: cluster selection (``--cluster``,
-``--config``, ``--all-clusters``; resolve with
-:func:`quotaform.clusters.resolve_target`) and the change budget of ``plan`` /
-``apply`` (``--max-deletes`` ..., ``--allow-relax``; see ``quotaform.guards``).
+"""Options shared by several commands: the manifests, the connection
+(``--bootstrap-server``, ``--command-config``), cluster selection
+(``--cluster``, ``--config``, ``--all-clusters``; resolved with
+:func:`quotaform.cluster.profiles.resolve_target`), ``--output``, and the
+change budget of ``plan`` / ``apply`` (``--allow-deletes``, ``--max-deletes``
+..., ``--allow-relax``), gathered into one
+:class:`~quotaform.plan.state.ChangeBudget` by :func:`budget_flags`.
 """
 
 from __future__ import annotations
@@ -11,20 +14,65 @@ from typing import Annotated
 
 import typer
 
-from quotaform.clusters import DEFAULT_CONFIG_FILE, ENV_CONFIG
+from quotaform.cli.output import OutputFormat
+from quotaform.cluster.profiles import DEFAULT_CONFIG_FILE, ENV_CONFIG
+from quotaform.cluster.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
+from quotaform.plan.state import ChangeBudget
 
 __all__ = [
     "AllClustersOption",
     "AllowDefaultRemovalOption",
+    "AllowDeletes",
     "AllowMassDeleteOption",
     "AllowRelaxOption",
+    "BootstrapServer",
     "ClusterOption",
+    "CommandConfig",
     "ConfigOption",
+    "Manifests",
     "MaxDeleteFractionOption",
     "MaxDeletesOption",
     "MaxRelaxFactorOption",
+    "Output",
+    "budget_flags",
 ]
 
+Manifests = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Manifest files or directories (searched recursively for *.yaml, *.yml).",
+        show_default=False,
+    ),
+]
+BootstrapServer = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-server",
+        envvar=ENV_BOOTSTRAP,
+        help="Kafka bootstrap server(s), HOST:PORT[,HOST:PORT].",
+        show_default=False,
+    ),
+]
+CommandConfig = Annotated[
+    Path | None,
+    typer.Option(
+        "--command-config",
+        envvar=ENV_COMMAND_CONFIG,
+        help="Kafka client properties file (security.protocol, sasl.*, ssl.*), as for "
+        "kafka-configs. Secrets may come from QUOTAFORM_SASL_USERNAME / "
+        "QUOTAFORM_SASL_PASSWORD instead.",
+        show_default=False,
+    ),
+]
+Output = Annotated[OutputFormat, typer.Option("--output", "-o", help="How to print the plan.")]
+AllowDeletes = Annotated[
+    bool,
+    typer.Option(
+        "--allow-deletes",
+        help="Allow deleting in-scope entities that no manifest declares "
+        "(same as spec.allowDeletes: true).",
+    ),
+]
 ClusterOption = Annotated[
     str | None,
     typer.Option(
@@ -98,3 +146,26 @@ AllowRelaxOption = Annotated[
     bool,
     typer.Option("--allow-relax", help="Allow raising or removing quotas beyond the factor."),
 ]
+
+
+def budget_flags(
+    *,
+    allow_deletes: bool = False,
+    max_deletes: int | None = None,
+    max_delete_fraction: float | None = None,
+    max_relax_factor: float | None = None,
+    allow_mass_delete: bool = False,
+    allow_default_removal: bool = False,
+    allow_relax: bool = False,
+) -> ChangeBudget:
+    """The budget the flags of one run give: a flag not passed is ``None``
+    (the manifests' value or the default applies)."""
+    return ChangeBudget(
+        max_deletes=max_deletes,
+        max_delete_fraction=max_delete_fraction,
+        max_relax_factor=max_relax_factor,
+        allow_deletes=allow_deletes or None,
+        allow_mass_delete=allow_mass_delete or None,
+        allow_default_removal=allow_default_removal or None,
+        allow_relax=allow_relax or None,
+    )

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from quotaform.errors import EXIT_SANDBOX_NOT_RUNNING, EXIT_SANDBOX_UNRESPONSIVE
 from quotaform.sandbox import (
     DEFAULT_KAFKA_VERSION,
     DEFAULT_SANDBOX_NAME,
@@ -25,10 +26,7 @@ from quotaform.sandbox import (
     stop_broker,
 )
 
-__all__ = ["EXIT_NOT_RUNNING", "EXIT_UNRESPONSIVE", "sandbox_app"]
-
-EXIT_NOT_RUNNING = 3
-EXIT_UNRESPONSIVE = 4
+__all__ = ["sandbox_app"]
 
 sandbox_app = typer.Typer(
     name="sandbox",
@@ -98,13 +96,13 @@ def status(name: Name = DEFAULT_SANDBOX_NAME) -> None:
     broker = found.broker
     if broker is None:
         typer.echo(f"Sandbox {name!r} is not running.")
-        raise typer.Exit(EXIT_NOT_RUNNING)
+        raise typer.Exit(EXIT_SANDBOX_NOT_RUNNING)
     typer.echo(
         f"Sandbox {name!r} is {found.state.value}: {broker.bootstrap}, Kafka {broker.version}, "
         f"cluster id {broker.cluster_id}, pid {broker.pid}, data {broker.data_dir}"
     )
     if found.state is not SandboxState.RUNNING:
-        raise typer.Exit(EXIT_UNRESPONSIVE)
+        raise typer.Exit(EXIT_SANDBOX_UNRESPONSIVE)
 
 
 @sandbox_app.command("down")

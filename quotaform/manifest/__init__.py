@@ -1,24 +1,13 @@
-"""Manifest side of quotaform: YAML files -> validated :class:`~quotaform.desired.DesiredState`.
+"""Manifests in: YAML files -> a validated :class:`~quotaform.plan.state.DesiredState`.
 
-``models`` holds the pydantic models of one document (the only place pydantic is
-used), ``loader`` reads files and checks the set as a whole, ``schema`` renders
-the models as the JSON Schema in ``schemas/manifest.schema.json``.
+``files`` finds the files of a set, ``yamlsource`` reads YAML with line
+numbers, ``models`` holds the pydantic models of one document (the only place
+pydantic validates manifests), ``documents`` validates one document, ``loader``
+checks the set as a whole, ``schema`` renders the models as
+``schemas/manifest.schema.json``.
 """
 
-from quotaform.manifest.loader import (
-    ManifestError,
-    ManifestProblem,
-    load_manifests,
-    manifest_clusters,
-)
-from quotaform.manifest.models import API_VERSION, KIND, ManifestDocument
+from quotaform.errors import ManifestError, ManifestProblem
+from quotaform.manifest.loader import load_manifests, manifest_clusters
 
-__all__ = [
-    "API_VERSION",
-    "KIND",
-    "ManifestDocument",
-    "ManifestError",
-    "ManifestProblem",
-    "load_manifests",
-    "manifest_clusters",
-]
+__all__ = ["ManifestError", "ManifestProblem", "load_manifests", "manifest_clusters"]

@@ -12,7 +12,7 @@ become the JSON Schema's descriptions (``schemas/manifest.schema.json``).
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -22,13 +22,16 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
+    create_model,
     field_validator,
     model_validator,
 )
 from pydantic_core import InitErrorDetails
 
-from quotaform.entity import INT_MAX, LONG_MAX, Entity
-from quotaform.units import parse_quota_value, render_raw
+from quotaform.kafka.entity import SHAPE_NAMES, Entity
+from quotaform.kafka.keys import QUOTA_KEYS, ValueType
+from quotaform.kafka.units import parse_quota_value, render_raw, value_pattern
+from quotaform.plan.state import ChangeBudget
 
 __all__ = [
     "ALL_CLUSTERS",
@@ -55,25 +58,19 @@ ALL_CLUSTERS = "*"
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
 
-# Schema patterns admit only what validates; the parser also reads signs, to
-# say "must be greater than 0" rather than "not a number".
-_NUMBER_PATTERN = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
-_BYTE_RATE_PATTERN = (
-    rf"^\s*{_NUMBER_PATTERN}\s*(B|kB|KB|MB|GB|TB|PB|KiB|MiB|GiB|TiB|PiB)?\s*(/\s*s)?\s*$"
-)
-_EXP = r"([eE][+-]?[0-9]+)?"
 
-
-def _number_or_string(
-    description: str, *, pattern: str, integer: bool, maximum: int | None
-) -> WithJsonSchema:
-    number: dict[str, Any] = {"type": "integer" if integer else "number", "exclusiveMinimum": 0}
-    if maximum is not None:
-        number["maximum"] = maximum
+def _value_schema(key: str) -> WithJsonSchema:
+    """A value of ``key``: a number, or a string in the unit grammar of
+    :mod:`quotaform.kafka.units` (the pattern admits exactly what parses)."""
+    spec = QUOTA_KEYS[key]
+    whole = spec.value_type is not ValueType.DOUBLE
+    number: dict[str, Any] = {"type": "integer" if whole else "number", "exclusiveMinimum": 0}
+    if spec.max_value is not None:
+        number["maximum"] = spec.max_value
     return WithJsonSchema(
         {
-            "description": description,
-            "anyOf": [number, {"type": "string", "pattern": pattern}],
+            "description": spec.description,
+            "anyOf": [number, {"type": "string", "pattern": value_pattern(key)}],
         }
     )
 
@@ -219,7 +216,7 @@ class EntitySpec(BaseModel):
         return self
 
     def to_entity(self) -> Entity:
-        """The :class:`~quotaform.entity.Entity` (default parts have name ``None``)."""
+        """The :class:`~quotaform.kafka.entity.Entity` (default parts have name ``None``)."""
         parts: dict[str, str | None] = {}
         for field, etype in _ENTITY_FIELD_TYPES.items():
             value = getattr(self, field)
@@ -228,85 +225,53 @@ class EntitySpec(BaseModel):
         return Entity.from_mapping(parts)
 
 
-_KEY_DESCRIPTIONS = {
-    "producer_byte_rate": "Produce bandwidth, bytes/s per broker (LONG). A whole number "
-    "of bytes/s, or a string with a unit: 512KiB, 10MiB, 1.5MB, 100kB, optional '/s' "
-    "(kB/MB/GB/TB/PB are powers of 1000, KiB/MiB/GiB/TiB/PiB powers of 1024).",
-    "consumer_byte_rate": "Fetch bandwidth, bytes/s per broker (LONG). Same forms as "
-    "producer_byte_rate.",
-    "request_percentage": "Share of request-handler and network thread time, in % of "
-    'one thread per broker (DOUBLE): 150 or "150%" is 1.5 threads.',
-    "controller_mutation_rate": "Partition mutations (create/delete topic partitions) "
-    "per second (DOUBLE, fractions allowed), KIP-599.",
-    "connection_creation_rate": "New connections per second from one IP, per broker "
-    "(INT, whole numbers), KIP-612. Valid for ip entities only.",
-}
+def _parse_value(value: object, info: ValidationInfo) -> float:
+    key = info.field_name or ""
+    if value is None:
+        raise ValueError(
+            f"{key} is null: give a value, or delete the line to leave the key unmanaged"
+        )
+    return parse_quota_value(key, value)
 
 
-def _value_schema(key: str) -> WithJsonSchema:
-    description = _KEY_DESCRIPTIONS[key]
-    if key.endswith("_byte_rate"):
-        schema = _number_or_string(
-            description, pattern=_BYTE_RATE_PATTERN, integer=True, maximum=LONG_MAX
-        )
-    elif key == "request_percentage":
-        schema = _number_or_string(
-            description,
-            pattern=rf"^\s*{_NUMBER_PATTERN}{_EXP}\s*%?\s*$",
-            integer=False,
-            maximum=None,
-        )
-    elif key == "connection_creation_rate":
-        schema = _number_or_string(
-            description, pattern=r"^\s*\+?[0-9]+\s*$", integer=True, maximum=INT_MAX
-        )
-    else:
-        schema = _number_or_string(
-            description,
-            pattern=rf"^\s*{_NUMBER_PATTERN}{_EXP}\s*$",
-            integer=False,
-            maximum=None,
-        )
-    return schema
+def _not_empty(values: BaseModel) -> BaseModel:
+    if not values.model_fields_set:
+        raise ValueError("values must set at least one quota key")
+    return values
 
 
-class QuotaValues(BaseModel):
+class _QuotaValuesBase(BaseModel):
     """Quota key -> value for one entity; at least one key. Keys left out are
     not managed for the entity. Values must be greater than 0
     (ClientQuotaControlManager.validateQuotaKeyValue)."""
 
     model_config = ConfigDict(**_CONFIG, json_schema_extra={"minProperties": 1})
 
-    producer_byte_rate: Annotated[float | None, _value_schema("producer_byte_rate")] = None
-    consumer_byte_rate: Annotated[float | None, _value_schema("consumer_byte_rate")] = None
-    request_percentage: Annotated[float | None, _value_schema("request_percentage")] = None
-    controller_mutation_rate: Annotated[float | None, _value_schema("controller_mutation_rate")] = (
-        None
-    )
-    connection_creation_rate: Annotated[float | None, _value_schema("connection_creation_rate")] = (
-        None
-    )
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _parse(cls, value: object, info: ValidationInfo) -> float:
-        key = info.field_name or ""
-        if value is None:
-            raise ValueError(
-                f"{key} is null: give a value, or delete the line to leave the key unmanaged"
-            )
-        return parse_quota_value(key, value)
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> QuotaValues:
-        if not self.model_fields_set:
-            raise ValueError("values must set at least one quota key")
-        return self
-
     def as_dict(self) -> dict[str, float]:
         """The keys given, sorted, with their values (bytes/s, %, mutations/s,
         connections/s as documented per field)."""
         return {key: getattr(self, key) for key in sorted(self.model_fields_set)}
+
+
+# One optional field per quota key of the table, each parsed by the unit grammar.
+_validators: dict[str, Any] = {
+    "parse": field_validator("*", mode="before")(_parse_value),
+    "not_empty": model_validator(mode="after")(_not_empty),
+}
+_value_fields: dict[str, Any] = {
+    key: (Annotated[float | None, _value_schema(key)], None) for key in QUOTA_KEYS
+}
+QuotaValues: type[_QuotaValuesBase] = create_model(
+    "QuotaValues",
+    __base__=_QuotaValuesBase,
+    __doc__=_QuotaValuesBase.__doc__,
+    __validators__=_validators,
+    **_value_fields,
+)
+if TYPE_CHECKING:
+    _Values = _QuotaValuesBase  # what the generated model is to the type checker
+else:
+    _Values = QuotaValues
 
 
 class QuotaEntry(BaseModel):
@@ -315,7 +280,7 @@ class QuotaEntry(BaseModel):
     model_config = _CONFIG
 
     entity: EntitySpec
-    values: QuotaValues
+    values: _Values
     prevent_destroy: bool = Field(
         default=False,
         alias="preventDestroy",
@@ -380,6 +345,14 @@ class ChangeBudgetSpec(BaseModel):
             )
         return self
 
+    def to_budget(self) -> ChangeBudget:
+        """The :class:`~quotaform.plan.state.ChangeBudget` this entry declares."""
+        return ChangeBudget(
+            max_deletes=self.max_deletes,
+            max_delete_fraction=self.max_delete_fraction,
+            max_relax_factor=self.max_relax_factor,
+        )
+
 
 _PrefixList = Annotated[
     list[Annotated[str, Field(min_length=1)]],
@@ -415,9 +388,16 @@ class ScopeEntry(BaseModel):
 
     model_config = _CONFIG
 
-    shape: Literal["user", "client-id", "user+client-id", "ip"] = Field(
-        description="Entity types of the owned entities."
-    )
+    shape: Annotated[
+        str,
+        WithJsonSchema(
+            {
+                "description": "Entity types of the owned entities.",
+                "enum": list(SHAPE_NAMES),
+                "type": "string",
+            }
+        ),
+    ]
     prefixes: ScopePrefixes | None = Field(
         default=None,
         description="Own only names starting with one of these prefixes, per entity "
@@ -430,6 +410,15 @@ class ScopeEntry(BaseModel):
     )
 
     _no_null = field_validator("prefixes", mode="before")(_reject_null)
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _known_shape(cls, value: object) -> object:
+        if isinstance(value, str) and value in SHAPE_NAMES:
+            return value
+        names = [repr(n) for n in SHAPE_NAMES]
+        expected = f"{', '.join(names[:-1])} or {names[-1]}"
+        raise ValueError(f"expected {expected}, got {render_raw(value)}")
 
     @model_validator(mode="after")
     def _prefix_types_in_shape(self) -> ScopeEntry:

@@ -1,6 +1,6 @@
 """The manifest JSON Schema, generated from the pydantic models.
 
-``python -m quotaform.schemas`` rewrites ``schemas/manifest.schema.json``
+``python -m quotaform.formats`` rewrites ``schemas/manifest.schema.json``
 (sorted keys, 2-space indent, trailing newline); a unit test fails when the
 checked-in file is stale. Editors use the schema for completion and checks;
 quotaform itself validates with the models, which also check what a schema

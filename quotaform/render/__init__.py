@@ -1,14 +1,5 @@
-"""Renderings of one :class:`~quotaform.plan.Plan`: text, markdown, JSON."""
-
-from quotaform.render.plan_json import PlanDocument, plan_document, render_json
-from quotaform.render.text import entity_label, render_markdown, render_text, summary_line
-
-__all__ = [
-    "PlanDocument",
-    "entity_label",
-    "plan_document",
-    "render_json",
-    "render_markdown",
-    "render_text",
-    "summary_line",
-]
+"""Human renderings only: rich text for a terminal and markdown for a pull
+request or ticket, of plans and their reviews (``text``), drift reports
+(``drift``), apply results (``apply``) and all-clusters reports
+(``multicluster``); ``words`` is how verdicts read. JSON documents live in
+:mod:`quotaform.formats`."""

@@ -1,16 +1,16 @@
-"""Human renderings of a plan: rich text for a terminal, markdown for a pull request."""
+"""Human renderings of a plan and its review: rich text for a terminal,
+markdown for a pull request."""
 
 from __future__ import annotations
 
-import json
-
 from rich.text import Text
 
-from quotaform.entity import Entity
-from quotaform.plan import Action, EntityChange, KeyAction, Plan
-from quotaform.units import format_quota_value
+from quotaform.kafka.units import format_quota_value
+from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
+from quotaform.plan.review import PlanReview
+from quotaform.render.words import blocked_deletes_warning, fallback_text, violation_line
 
-__all__ = ["entity_label", "render_markdown", "render_text", "summary_line"]
+__all__ = ["plan_warnings", "render_markdown", "render_text", "summary_line"]
 
 _STYLE = {
     Action.CREATE: "green",
@@ -22,13 +22,12 @@ _KEY_SYMBOL = {KeyAction.ADD: "+", KeyAction.CHANGE: "~", KeyAction.REMOVE: "-"}
 _KEY_STYLE = {KeyAction.ADD: "green", KeyAction.CHANGE: "yellow", KeyAction.REMOVE: "red"}
 
 
-def entity_label(entity: Entity) -> str:
-    """``user="svc-a", client-id=<default>``: names JSON-quoted, so a user
-    literally named ``"<default>"`` never reads as the default entity."""
-    return ", ".join(
-        f"{t}=<default>" if n is None else f"{t}={json.dumps(n, ensure_ascii=False)}"
-        for t, n in entity.parts
-    )
+def plan_warnings(plan: Plan, review: PlanReview | None) -> list[str]:
+    """The manifests' warnings, then the review's note on blocked deletes."""
+    warnings = list(plan.warnings)
+    if review is not None and review.blocked_deletes:
+        warnings.append(blocked_deletes_warning(review.blocked_deletes))
+    return warnings
 
 
 def _value(key: str, value: float | None) -> str:
@@ -55,7 +54,7 @@ def _footer(plan: Plan) -> str:
     )
 
 
-def _key_lines(plan: Plan, change: EntityChange) -> list[tuple[KeyAction, str]]:
+def _key_lines(change: EntityChange, review: PlanReview | None) -> list[tuple[KeyAction, str]]:
     lines = []
     for kc in change.key_changes:
         if kc.action is KeyAction.CHANGE:
@@ -64,16 +63,18 @@ def _key_lines(plan: Plan, change: EntityChange) -> list[tuple[KeyAction, str]]:
             body = f"{kc.key} = {_value(kc.key, kc.after)}"
         else:
             body = f"{kc.key} = {_value(kc.key, kc.before)}"
-            fallback = plan.fallbacks.get((change.entity, kc.key))
+            fallback = review.fallbacks.get((change.entity, kc.key)) if review else None
             if fallback is not None:
-                body += f"  (then {fallback})"
+                body += f"  (then {fallback_text(fallback)})"
         lines.append((kc.action, body))
     return lines
 
 
-def render_text(plan: Plan) -> Text:
+def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
     """The plan as rich ``Text``: print it with a ``Console`` (colour on a TTY),
-    or take ``.plain`` for plain text. Changes sorted by entity; no-ops omitted."""
+    or take ``.plain`` for plain text. Changes sorted by entity; no-ops
+    omitted; with ``review``, removed keys' fallbacks, blocked deletes and
+    guard-rail violations."""
     out = Text()
     where = f'cluster "{plan.cluster}"' + (f" (id {plan.cluster_id})" if plan.cluster_id else "")
     pending = plan.pending
@@ -82,23 +83,24 @@ def render_text(plan: Plan) -> Text:
         out.append("  + create   ~ update   - delete\n\n", style="dim")
     for change in pending:
         style = _STYLE[change.action]
-        out.append(f"  {change.action.symbol} {entity_label(change.entity)}", style=style)
+        out.append(f"  {change.action.symbol} {change.entity.label()}", style=style)
         if change.action is Action.DELETE:
             out.append("  (delete: not declared by any manifest)", style="bold red")
         elif change.source:
             out.append(f"  ({change.source})", style="dim")
         out.append("\n")
-        for action, body in _key_lines(plan, change):
+        for action, body in _key_lines(change, review):
             out.append(f"      {_KEY_SYMBOL[action]} {body}\n", style=_KEY_STYLE[action])
         out.append("\n")
-    for warning in plan.warnings:
+    warnings = plan_warnings(plan, review)
+    for warning in warnings:
         out.append(f"Warning: {warning}\n", style="bold yellow")
-    if plan.warnings:
+    if warnings:
         out.append("\n")
-    if plan.violations:
+    if review is not None and review.violations:
         out.append("Refused by guard rails: apply will not run this plan.\n", style="bold red")
-        for violation in plan.violations:
-            out.append(f"  ! {violation}\n", style="red")
+        for violation in review.violations:
+            out.append(f"  ! {violation_line(violation)}\n", style="red")
         out.append("\n")
     if not pending:
         out.append(f"{where}: ", style="bold")
@@ -111,17 +113,17 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, review: PlanReview | None = None) -> str:
     """The plan as GitHub-flavoured markdown for a pull-request comment."""
     lines = [f"### quotaform plan: `{plan.cluster}`", ""]
     if plan.cluster_id:
         lines += [f"Cluster id `{plan.cluster_id}`", ""]
     lines += [f"**{summary_line(plan)}**", ""]
-    for warning in plan.warnings:
+    for warning in plan_warnings(plan, review):
         lines += [f"> **Warning:** {_md_cell(warning)}", ""]
-    if plan.violations:
+    if review is not None and review.violations:
         lines += ["> **Refused by guard rails:** apply will not run this plan.", ">"]
-        lines += [f"> - {_md_cell(str(v))}" for v in plan.violations]
+        lines += [f"> - {_md_cell(violation_line(v))}" for v in review.violations]
         lines.append("")
     pending = plan.pending
     if pending:
@@ -130,15 +132,15 @@ def render_markdown(plan: Plan) -> str:
             "|---|---|---|---|---|",
         ]
         for change in pending:
-            label = f"`{_md_cell(entity_label(change.entity))}`"
+            label = f"`{_md_cell(change.entity.label())}`"
             if change.action is Action.DELETE:
                 label = f"**DELETE** {label}"
             first = True
             for kc in change.key_changes:
                 after = _value(kc.key, kc.after)
-                fallback = plan.fallbacks.get((change.entity, kc.key))
+                fallback = review.fallbacks.get((change.entity, kc.key)) if review else None
                 if kc.action is KeyAction.REMOVE and fallback is not None:
-                    after = f"_{_md_cell(str(fallback))}_"
+                    after = f"_{_md_cell(fallback_text(fallback))}_"
                 lines.append(
                     f"| {change.action.symbol if first else ''} "
                     f"| {label if first else ''} "

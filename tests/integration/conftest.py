@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from quotaform.wire import QuotaAdminClient, load_connection_settings, open_admin
+from quotaform.cluster.wire import QuotaAdminClient, load_connection_settings, open_admin
 
 
 @pytest.fixture(scope="session")

@@ -35,8 +35,8 @@ def barrier(admin) -> None:  # type: ignore[no-untyped-def]
     """
     import uuid
 
-    from quotaform.entity import Entity
-    from quotaform.wire import FilterComponent, QuotaAlteration
+    from quotaform.cluster.wire import FilterComponent, QuotaAlteration
+    from quotaform.kafka.entity import Entity
 
     marker = Entity.of(user=f"barrier-{uuid.uuid4().hex}")
     name = marker.name("user")
@@ -61,7 +61,7 @@ def entity_from_config_command(description: str):  # type: ignore[no-untyped-def
 
     The wording is ConfigCommand's (Kafka 4.x) ``--describe`` output.
     """
-    from quotaform.entity import Entity
+    from quotaform.kafka.entity import Entity
 
     pairs: list[tuple[str, str | None]] = []
     for part in description.split(", "):
@@ -92,7 +92,7 @@ def config_command_view(config_command) -> dict:  # type: ignore[no-untyped-def]
 
 def wipe(admin) -> None:  # type: ignore[no-untyped-def]
     """Remove every client quota on the broker and wait until describe shows none."""
-    from quotaform.wire import QuotaAlteration
+    from quotaform.cluster.wire import QuotaAlteration
 
     everything = admin.describe_client_quotas([], strict=False)
     if everything:

@@ -11,11 +11,11 @@ import typer
 from typer.testing import CliRunner
 
 import quotaform.cli.drift as drift_cli
-from quotaform.apply import ApplyStatus, apply_plan
 from quotaform.cli.app import _QuotaformGroup
-from quotaform.entity import Entity
-from quotaform.guards import GuardFlags
-from quotaform.render.drift import DriftDocument
+from quotaform.cluster.apply import ApplyStatus, apply_plan
+from quotaform.formats.drift import DriftDocument
+from quotaform.kafka.entity import Entity
+from quotaform.plan.state import ChangeBudget
 from quotaform.workflow import make_plan
 
 from .helpers import barrier, config_command_view, eventually
@@ -88,8 +88,8 @@ def settle(admin, expected: dict[Entity, dict[str, float]]) -> None:  # type: ig
 
 def apply_manifest(admin, manifest: Path) -> None:  # type: ignore[no-untyped-def]
     # Re-applying raises values set lower behind the tool's back: allow it.
-    flags = GuardFlags(allow_relax=True)
-    _, plan = make_plan([manifest], admin, allow_deletes=True, guard_flags=flags)
+    flags = ChangeBudget(allow_relax=True, allow_deletes=True)
+    _, plan, _ = make_plan([manifest], admin, flags=flags)
     result = apply_plan(plan, admin)
     assert result.status is ApplyStatus.APPLIED, result
 

@@ -13,11 +13,12 @@ import typer
 from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
-from quotaform.apply import ApplyStatus, apply_plan
 from quotaform.cli.app import _QuotaformGroup
 from quotaform.cli.export import register as register_export
-from quotaform.cli.quotas import register as register_quotas
-from quotaform.entity import Entity
+from quotaform.cli.plan import register as register_plan
+from quotaform.cli.validate import register as register_validate
+from quotaform.cluster.apply import ApplyStatus, apply_plan
+from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
 from quotaform.workflow import make_plan
 
@@ -31,7 +32,8 @@ runner = CliRunner()
 
 def _app() -> typer.Typer:
     app = typer.Typer(cls=_QuotaformGroup)
-    register_quotas(app)
+    register_validate(app)
+    register_plan(app)
     register_export(app)
     return app
 
@@ -54,7 +56,7 @@ def comments(text: str) -> list[str]:
 @pytest.fixture
 def applied(clean, admin) -> None:  # type: ignore[no-untyped-def]
     """The broker holds exactly what examples/ declares."""
-    _, plan = make_plan([EXAMPLES], admin)
+    _, plan, _ = make_plan([EXAMPLES], admin)
     result = apply_plan(plan, admin)
     assert result.status is ApplyStatus.APPLIED
 

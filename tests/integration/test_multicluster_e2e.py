@@ -17,17 +17,15 @@ import pytest
 from typer.testing import CliRunner
 
 from quotaform.cli.app import app
-from quotaform.entity import Entity
-from quotaform.multicluster import MultiClusterDocument
-from quotaform.render import PlanDocument
+from quotaform.cluster.wire import QuotaAdminClient, load_connection_settings, open_admin
+from quotaform.formats.multicluster import MultiClusterDocument
+from quotaform.formats.plan import PlanDocument
+from quotaform.kafka.entity import Entity
 from quotaform.sandbox import (
-    DEFAULT_KAFKA_VERSION,
     SandboxBroker,
     run_config_command,
-    start_broker,
-    stop_broker,
 )
-from quotaform.wire import QuotaAdminClient, load_connection_settings, open_admin
+from tests.conftest import sandbox_broker
 
 from .helpers import config_command_view, wipe
 
@@ -41,22 +39,8 @@ MiB = 1048576.0
 @pytest.fixture(scope="module")
 def second_broker() -> Iterator[SandboxBroker]:
     """A second sandbox broker, alongside the session's; always stopped."""
-    name = f"pytest-second-{os.getpid()}"
-    version = os.environ.get("QUOTAFORM_TEST_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
-    failure: str | None
-    try:
-        broker = start_broker(version=version, name=name)
-    except Exception as exc:
-        failure = f"Could not start the second sandbox broker ({type(exc).__name__}): {exc}"
-    else:
-        failure = None
-    if failure is not None:  # fail, never skip: a missing broker must not turn the run green
-        stop_broker(name=name)
-        pytest.fail(failure, pytrace=False)
-    try:
+    with sandbox_broker(f"pytest-second-{os.getpid()}") as broker:
         yield broker
-    finally:
-        stop_broker(name=name)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +77,7 @@ def setup(
         monkeypatch.delenv(var, raising=False)
     manifests = tmp_path / "manifests"
     shutil.copytree(FIXTURE, manifests)
-    profiles = tmp_path / "quotaform.clusters.yaml"
+    profiles = tmp_path / "quotaform.cluster.profiles.yaml"
     profiles.write_text(
         "clusters:\n"
         f"  eu:\n    bootstrapServers: {kafka_broker.bootstrap}\n"

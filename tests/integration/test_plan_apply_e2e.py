@@ -11,14 +11,14 @@ import pytest
 from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
-from quotaform.apply import ApplyStatus, apply_plan
 from quotaform.cli.app import app
-from quotaform.desired import DesiredEntity, DesiredState, Scope, ScopeRule, SourceLocation
-from quotaform.diff import compute_plan
-from quotaform.entity import Entity
-from quotaform.live import read_live_state
+from quotaform.cluster.apply import ApplyStatus, apply_plan
+from quotaform.cluster.read import read_live_state
+from quotaform.formats.plan import PlanDocument
+from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
-from quotaform.render import PlanDocument
+from quotaform.plan.diff import compute_plan
+from quotaform.plan.state import DesiredEntity, DesiredState, Scope, ScopeRule, SourceLocation
 
 from .helpers import barrier, config_command_view
 
@@ -103,6 +103,7 @@ def test_changing_one_value_updates_in_place(clean, bootstrap, manifests, config
             "before": 50.0,
             "after": 75.0,
             "fallback": None,
+            "fallback_to": None,
         }
     ]
 
@@ -248,16 +249,14 @@ def test_a_rejected_entity_stops_the_batch_at_validate_only(clean, admin, config
     # directly: the point is what apply does when the broker says no.
     good = {Entity.of(user=f"ok-{i}"): {"producer_byte_rate": 1024.0} for i in range(5)}
     bad = {Entity.of(user="bad"): {"producer_byte_rate": 1024.5}}
-    desired = DesiredState(
+    desired = DesiredState.build(
         cluster="sandbox",
         cluster_id=None,
         scope=Scope((ScopeRule.build(("user",)),)),
-        allow_deletes=False,
-        entities={
-            e: DesiredEntity(e, q, False, SourceLocation("inline", 1))
+        entities=[
+            DesiredEntity(e, q, False, SourceLocation("inline", 1))
             for e, q in {**good, **bad}.items()
-        },
-        warnings=(),
+        ],
     )
     plan = compute_plan(desired, read_live_state(admin, desired.scope))
     result = apply_plan(plan, admin)

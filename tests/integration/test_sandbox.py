@@ -12,8 +12,8 @@ import pytest
 from kafka import KafkaAdminClient
 from typer.testing import CliRunner
 
-from quotaform.cli.sandbox import EXIT_NOT_RUNNING, sandbox_app
-from quotaform.errors import SandboxError
+from quotaform.cli.sandbox import sandbox_app
+from quotaform.errors import EXIT_SANDBOX_NOT_RUNNING, SandboxError
 from quotaform.sandbox import (
     SandboxBroker,
     SandboxState,
@@ -208,7 +208,7 @@ def test_cli_up_status_down_on_a_separate_sandbox() -> None:
         assert not _pid_alive(running.broker.pid)
 
         gone = runner.invoke(sandbox_app, ["status", "--name", name])
-        assert gone.exit_code == EXIT_NOT_RUNNING
+        assert gone.exit_code == EXIT_SANDBOX_NOT_RUNNING
         assert "not running" in gone.stdout
     finally:
         stop_broker(name=name)

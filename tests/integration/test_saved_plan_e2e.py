@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from quotaform.cli.app import app
-from quotaform.entity import Entity
-from quotaform.plan import Plan
-from quotaform.planfile import EXIT_STALE_PLAN, read_plan_file, write_plan_file
+from quotaform.errors import EXIT_STALE_PLAN
+from quotaform.formats.planfile import read_plan_file, write_plan_file
+from quotaform.kafka.entity import Entity
+from quotaform.plan.model import Plan
 
 from .helpers import config_command_view, eventually
 
@@ -89,7 +90,7 @@ def test_a_stale_plan_is_refused_and_names_the_entity(setup, config_command, adm
             "svc-a",
         ]
     )
-    from quotaform.wire import FilterComponent
+    from quotaform.cluster.wire import FilterComponent
 
     eventually(
         lambda: admin.describe_client_quotas([FilterComponent.exact("user", "svc-a")], strict=True),
@@ -113,14 +114,9 @@ def test_a_plan_for_another_cluster_is_refused(setup, config_command) -> None:  
         ).exit_code
         == 0
     )
-    plan = read_plan_file(planfile)
-    other = Plan(
-        cluster="prod-eu",
-        cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
-        changes=plan.changes,
-        deletes_allowed=plan.deletes_allowed,
-    )
-    write_plan_file(other, planfile)
+    plan, review = read_plan_file(planfile)
+    other = Plan(cluster="prod-eu", cluster_id="AAAAAAAAAAAAAAAAAAAAAA", changes=plan.changes)
+    write_plan_file(other, review, planfile)
     refused = cli("apply", str(planfile), "--bootstrap-server", bootstrap)
     assert refused.exit_code == 1
     assert "made for cluster id 'AAAAAAAAAAAAAAAAAAAAAA'" in refused.output

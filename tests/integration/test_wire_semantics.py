@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.admin import AlterClientQuotasRequest
 
-from quotaform.entity import Entity
-from quotaform.wire import AlterOutcome, FilterComponent, QuotaAlteration
+from quotaform.cluster.wire import AlterOutcome, FilterComponent, QuotaAlteration
+from quotaform.kafka.entity import Entity
 
 from .helpers import barrier, eventually
 
@@ -325,8 +325,8 @@ class TestDescribeFilters:
         assert admin.describe_client_quotas([], strict=True) == {}
 
     def test_match_string_with_any_is_rejected(self, admin) -> None:  # type: ignore[no-untyped-def]
+        from quotaform.cluster.wire.types import MatchType
         from quotaform.errors import BrokerError
-        from quotaform.wire.types import MatchType
 
         with pytest.raises(BrokerError) as info:
             admin.describe_client_quotas(

@@ -1,5 +1,6 @@
-"""Cluster profiles (quotaform.clusters), the multi-cluster report
-(quotaform.multicluster), and the CLI's option checks that need no broker."""
+"""Cluster profiles (quotaform.cluster.profiles), the multi-cluster report
+(quotaform.plan.multicluster and its renderings), and the CLI's option checks
+that need no broker."""
 
 from __future__ import annotations
 
@@ -10,26 +11,26 @@ import pytest
 from typer.testing import CliRunner
 
 from quotaform.cli.app import app
-from quotaform.clusters import (
-    ClusterConfigError,
+from quotaform.cluster.profiles import (
     find_config_file,
     load_cluster_profiles,
     load_required_profiles,
     resolve_settings,
     resolve_target,
 )
-from quotaform.entity import Entity
-from quotaform.errors import ConnectionSettingsError
-from quotaform.multicluster import (
-    ClusterPlan,
-    MultiClusterDocument,
-    MultiClusterPlan,
-    render_multi_json,
+from quotaform.errors import ClusterConfigError, ConnectionSettingsError
+from quotaform.formats.multicluster import MultiClusterDocument, render_multi_json
+from quotaform.formats.plan import PlanDocument
+from quotaform.kafka.entity import Entity
+from quotaform.plan.model import EntityChange, Plan
+from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
+from quotaform.plan.review import PlanReview
+from quotaform.plan.state import ChangeBudget
+from quotaform.render.multicluster import (
+    multi_summary_line,
     render_multi_markdown,
     render_multi_text,
 )
-from quotaform.plan import Action, EntityChange, KeyAction, KeyChange, Plan
-from quotaform.render import PlanDocument
 from quotaform.workflow import plan_clusters
 
 MULTI = Path(__file__).resolve().parents[1] / "integration" / "fixtures" / "multi-cluster"
@@ -63,7 +64,7 @@ def write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def profiles_file(tmp_path: Path) -> Path:
-    path = write(tmp_path / "repo" / "quotaform.clusters.yaml", PROFILES)
+    path = write(tmp_path / "repo" / "quotaform.cluster.profiles.yaml", PROFILES)
     write(path.parent / "config" / "prod-eu.properties", "ssl.endpoint.identification.algorithm=\n")
     write(path.parent / "secrets" / "prod-us", "pa55-from-file\n")
     return path
@@ -327,40 +328,23 @@ def test_validate_one_or_every_cluster_the_set_names() -> None:
 # ----------------------------------------------------------------- the combined report
 
 
-def _plan(cluster: str, *, changes: bool) -> Plan:
+def _plan(cluster: str, *, changes: bool) -> tuple[Plan, PlanReview]:
     entity = Entity.of(user="mc-orders")
-    if changes:
-        change = EntityChange(
-            entity=entity,
-            action=Action.UPDATE,
-            before={"producer_byte_rate": 1024.0},
-            after={"producer_byte_rate": 2048.0},
-            key_changes=(
-                KeyChange("producer_byte_rate", KeyAction.CHANGE, before=1024.0, after=2048.0),
-            ),
-            source="eu.yaml:8",
-        )
-    else:
-        change = EntityChange(
-            entity=entity,
-            action=Action.NO_OP,
-            before={"producer_byte_rate": 1024.0},
-            after={"producer_byte_rate": 1024.0},
-            key_changes=(),
-            source="eu.yaml:8",
-        )
-    return Plan(
-        cluster=cluster,
-        cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
-        changes=(change,),
-        deletes_allowed=False,
-    )
+    after = {"producer_byte_rate": 2048.0 if changes else 1024.0}
+    change = EntityChange.between(entity, {"producer_byte_rate": 1024.0}, after, source="eu.yaml:8")
+    plan = Plan(cluster=cluster, cluster_id="AAAAAAAAAAAAAAAAAAAAAA", changes=(change,))
+    return plan, PlanReview(budget=ChangeBudget().resolved(), fallbacks={})
+
+
+def _cluster(name: str, *, changes: bool) -> ClusterPlan:
+    plan, review = _plan(name, changes=changes)
+    return ClusterPlan(name, plan=plan, review=review)
 
 
 REPORT = MultiClusterPlan.build(
     [
-        ClusterPlan("us", plan=_plan("us", changes=False)),
-        ClusterPlan("eu", plan=_plan("eu", changes=True)),
+        _cluster("us", changes=False),
+        _cluster("eu", changes=True),
         ClusterPlan("ap", error="cannot reach Kafka at 192.0.2.1:9092 (PLAINTEXT)"),
     ]
 )
@@ -369,7 +353,7 @@ REPORT = MultiClusterPlan.build(
 def test_counts_and_exit_codes() -> None:
     assert [c.cluster for c in REPORT.clusters] == ["ap", "eu", "us"]
     assert (REPORT.with_changes, REPORT.in_sync, REPORT.failed) == (1, 1, 1)
-    assert REPORT.summary_line() == "Clusters: 1 with changes, 1 in sync, 1 failed."
+    assert multi_summary_line(REPORT) == "Clusters: 1 with changes, 1 in sync, 1 failed."
     assert REPORT.exit_code(detailed=True) == 1
     assert REPORT.exit_code(detailed=False) == 1
     ok = MultiClusterPlan.build(REPORT.clusters[1:])
@@ -378,6 +362,8 @@ def test_counts_and_exit_codes() -> None:
     assert synced.exit_code(detailed=True) == 0
     with pytest.raises(ValueError, match="exactly one"):
         ClusterPlan("x")
+    with pytest.raises(ValueError, match="comes with its review"):
+        ClusterPlan("x", plan=_plan("x", changes=True)[0])
     with pytest.raises(ValueError, match="twice"):
         MultiClusterPlan.build([REPORT.clusters[0], REPORT.clusters[0]])
 

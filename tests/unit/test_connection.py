@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from quotaform.cluster.wire import load_connection_settings, redact_secrets_in_logs
 from quotaform.errors import ConnectionSettingsError
-from quotaform.wire import load_connection_settings, redact_secrets_in_logs
 
 
 def write(tmp_path: Path, text: str) -> Path:

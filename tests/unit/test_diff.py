@@ -2,34 +2,31 @@
 
 from __future__ import annotations
 
-from quotaform.desired import DesiredEntity, DesiredState, Scope, ScopeRule, SourceLocation
-from quotaform.diff import compute_plan, diff_entity
-from quotaform.entity import Entity
-from quotaform.live import LiveState
-from quotaform.plan import Action, KeyAction, KeyChange
+import pytest
+
+from quotaform.cluster.apply import alteration
+from quotaform.errors import DeletesNotAllowedError, GuardRefusedError
+from quotaform.kafka.entity import Entity
+from quotaform.plan.guards import GuardKind
+from quotaform.plan.model import Action, KeyAction, KeyChange, diff_quotas
+from quotaform.plan.state import ChangeBudget, Scope, ScopeRule
+from quotaform.render.words import fallback_text
+from quotaform.workflow import refuse_unless_allowed
+
+from .builders import desired_state, live_state, plan_of, reviewed
+
+USER_AND_IP = Scope((ScopeRule.build(("user",)), ScopeRule.build(("ip",))))
 
 
-def desired(
-    entities: dict[Entity, dict[str, float]], *, allow_deletes: bool = False
-) -> DesiredState:
-    return DesiredState(
-        cluster="test",
-        cluster_id=None,
-        scope=Scope((ScopeRule.build(("user",)), ScopeRule.build(("ip",)))),
-        allow_deletes=allow_deletes,
-        entities={
-            e: DesiredEntity(e, q, False, SourceLocation("m.yaml", i + 1))
-            for i, (e, q) in enumerate(entities.items())
-        },
-        warnings=(),
-    )
+def desired(entities: dict[Entity, dict[str, float]], *, allow_deletes: bool = False):  # type: ignore[no-untyped-def]
+    return desired_state(entities, scope=USER_AND_IP, allow_deletes=allow_deletes)
 
 
 ALICE, BOB, CAROL = Entity.of(user="alice"), Entity.of(user="bob"), Entity.of(user="carol")
 
 
 def test_key_changes_are_add_change_remove_sorted_by_key() -> None:
-    changes = diff_entity(
+    changes = diff_quotas(
         {"producer_byte_rate": 1.0, "request_percentage": 50.0},
         {"consumer_byte_rate": 2.0, "producer_byte_rate": 3.0},
     )
@@ -41,61 +38,70 @@ def test_key_changes_are_add_change_remove_sorted_by_key() -> None:
 
 
 def test_values_compare_canonically() -> None:
-    assert diff_entity({"producer_byte_rate": 1048576.0}, {"producer_byte_rate": 1048576}) == ()
+    assert diff_quotas({"producer_byte_rate": 1048576.0}, {"producer_byte_rate": 1048576}) == ()
 
 
 def test_actions_and_alterations() -> None:
-    plan = compute_plan(
+    plan = plan_of(
         desired(
             {
                 ALICE: {"producer_byte_rate": 10.0},
                 BOB: {"producer_byte_rate": 5.0, "consumer_byte_rate": 7.0},
-            }
+            },
+            allow_deletes=True,
         ),
-        LiveState(
+        live_state(
             {
                 BOB: {"producer_byte_rate": 5.0, "request_percentage": 20.0},
                 CAROL: {"consumer_byte_rate": 1.0},
             },
-            unmanaged=3,
+            unmanaged_by_shape={"user": 3},
         ),
-        allow_deletes=True,
     )
     by_entity = {c.entity: c for c in plan.changes}
     assert by_entity[ALICE].action is Action.CREATE
     assert by_entity[BOB].action is Action.UPDATE
     assert by_entity[CAROL].action is Action.DELETE
     # An update is one entry with only the changed keys and the removals.
-    bob = by_entity[BOB].alteration()
-    assert bob is not None and dict(bob.ops) == {
+    bob = alteration(by_entity[BOB])
+    assert dict(bob.ops) == {
         "consumer_byte_rate": 7.0,
         "request_percentage": None,
     }
-    carol = by_entity[CAROL].alteration()
-    assert carol is not None and dict(carol.ops) == {"consumer_byte_rate": None}
+    carol = alteration(by_entity[CAROL])
+    assert dict(carol.ops) == {"consumer_byte_rate": None}
     assert plan.summary.create == 1 and plan.summary.update == 1 and plan.summary.delete == 1
     assert plan.unmanaged == 3
     assert [c.entity for c in plan.changes] == [ALICE, BOB, CAROL]
 
 
 def test_no_op_when_live_matches() -> None:
-    plan = compute_plan(
+    plan = plan_of(
         desired({ALICE: {"producer_byte_rate": 10.0}}),
-        LiveState({ALICE: {"producer_byte_rate": 10.0}}),
+        {ALICE: {"producer_byte_rate": 10.0}},
     )
     assert [c.action for c in plan.changes] == [Action.NO_OP]
     assert not plan.summary.has_changes
-    assert plan.changes[0].alteration() is None
+    assert plan.pending == ()
 
 
-def test_deletes_without_allow_are_blocked_and_warned() -> None:
-    plan = compute_plan(desired({}), LiveState({CAROL: {"consumer_byte_rate": 1.0}}))
-    assert [c.entity for c in plan.blocked_deletes] == [CAROL]
-    assert any("deletes are not allowed" in w for w in plan.warnings)
-    allowed = compute_plan(
-        desired({}, allow_deletes=True), LiveState({CAROL: {"consumer_byte_rate": 1.0}})
-    )
+def test_deletes_without_allow_are_blocked_by_the_review() -> None:
+    _, review = reviewed(desired({}), {CAROL: {"consumer_byte_rate": 1.0}})
+    assert review.blocked_deletes == (CAROL,)
+    with pytest.raises(DeletesNotAllowedError, match="deletes are not allowed"):
+        refuse_unless_allowed(review)
+    _, allowed = reviewed(desired({}, allow_deletes=True), {CAROL: {"consumer_byte_rate": 1.0}})
     assert allowed.blocked_deletes == ()
+    _, by_flag = reviewed(
+        desired({}), {CAROL: {"consumer_byte_rate": 1.0}}, ChangeBudget(allow_deletes=True)
+    )
+    assert by_flag.blocked_deletes == ()
+
+
+def test_the_plan_itself_holds_no_policy() -> None:
+    plan = plan_of(desired({}), {CAROL: {"consumer_byte_rate": 1.0}})
+    assert [c.action for c in plan.changes] == [Action.DELETE]
+    assert not hasattr(plan, "violations") and not hasattr(plan, "deletes_allowed")
 
 
 def test_default_entities_sort_first_and_output_is_deterministic() -> None:
@@ -105,51 +111,38 @@ def test_default_entities_sort_first_and_output_is_deterministic() -> None:
         Entity.of(user="a"): {"producer_byte_rate": 3.0},
         Entity.of(ip=None): {"connection_creation_rate": 4.0},
     }
-    one = compute_plan(desired(entities), LiveState({}))
-    two = compute_plan(desired(dict(reversed(list(entities.items())))), LiveState({}))
+    one = plan_of(desired(entities), {})
+    two = plan_of(desired(dict(reversed(list(entities.items())))), {})
     assert [c.entity for c in one.changes] == [c.entity for c in two.changes]
     assert [str(c.entity) for c in one.changes] == [
         "user=<default>",
-        "user='a'",
-        "user='b'",
+        'user="a"',
+        'user="b"',
         "ip=<default>",
     ]
 
 
-def test_plans_carry_guard_violations_and_removal_fallbacks() -> None:
-    import pytest
-
-    from quotaform.apply import GuardRefusedError, check_allowed
-    from quotaform.guards import GuardFlags, GuardKind
-
+def test_reviews_carry_guard_violations_and_removal_fallbacks() -> None:
     default_user = Entity.of(user=None)
     declared = {default_user: {"producer_byte_rate": 1000.0}, ALICE: {"consumer_byte_rate": 5.0}}
-    live = LiveState(
-        {
-            default_user: {"producer_byte_rate": 1000.0},
-            ALICE: {"producer_byte_rate": 10.0, "consumer_byte_rate": 5.0},
-        }
-    )
-    from dataclasses import replace
-
-    every_shape = Scope(
-        tuple(
-            ScopeRule.build(s) for s in (("user",), ("client-id",), ("user", "client-id"), ("ip",))
-        )
-    )
-    state = replace(desired(declared), scope=every_shape)
-    plan = compute_plan(state, live)
+    live = {
+        default_user: {"producer_byte_rate": 1000.0},
+        ALICE: {"producer_byte_rate": 10.0, "consumer_byte_rate": 5.0},
+    }
+    state = desired_state(declared)
+    _, review = reviewed(state, live)
     # Removing alice's 10 B/s quota hands her the default's 1000 B/s: 100x.
     assert (
-        str(plan.fallbacks[(ALICE, "producer_byte_rate")])
+        fallback_text(review.fallbacks[(ALICE, "producer_byte_rate")])
         == "falls back to user=<default> (1kB) for client ids without their own quota"
     )
-    assert [v.kind for v in plan.violations] == [GuardKind.RELAX]
+    assert [v.kind for v in review.violations] == [GuardKind.RELAX]
+    assert review.violations[0].ratio == 100.0
     with pytest.raises(GuardRefusedError, match="--allow-relax"):
-        check_allowed(plan)
+        refuse_unless_allowed(review)
 
-    relaxed = compute_plan(state, live, budget=GuardFlags(allow_relax=True).budget_for(state))
+    _, relaxed = reviewed(state, live, ChangeBudget(allow_relax=True))
     assert relaxed.violations == ()
-    check_allowed(relaxed)
-    wide = compute_plan(state, live, budget=GuardFlags(max_relax_factor=200.0).budget_for(state))
+    refuse_unless_allowed(relaxed)
+    _, wide = reviewed(state, live, ChangeBudget(max_relax_factor=200.0))
     assert wide.violations == ()

@@ -1,13 +1,11 @@
 """export / import without a broker: documents built from synthetic live
 quotas, the round trip through ``load_manifests``, and comment-keeping edits.
 
-Regenerate the golden export after an intended change with
-``QUOTAFORM_UPDATE_GOLDEN=1 pytest tests/unit/test_export.py`` and review the diff.
+The golden export is ``tests/unit/golden/exported.yaml`` (see ``conftest.py``).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
@@ -18,29 +16,32 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from typer.testing import CliRunner
 
-from quotaform.desired import SHAPE_NAMES, Scope
-from quotaform.entity import Entity
-from quotaform.errors import QuotaformError
-from quotaform.export import (
-    ExportError,
-    ManifestFile,
-    add_entities,
-    entry_entity,
+from quotaform.cluster.wire.types import FilterComponent
+from quotaform.errors import ExportError, QuotaformError
+from quotaform.export.build import (
     export_header,
-    export_manifest,
     export_scope,
-    import_entities,
     manifest_document,
-    manifest_yaml,
     parse_prefixes,
     split_exportable,
-    update_entities,
-    write_new_file,
     yaml_name,
     yaml_quota_value,
 )
+from quotaform.export.edit import (
+    ManifestFile,
+    add_entities,
+    entry_entity,
+    manifest_yaml,
+    target_document,
+    update_entities,
+)
+from quotaform.export.files import write_new_file
+from quotaform.export.workflow import export_manifest, import_entities
+from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.manifest import load_manifests
-from quotaform.wire import FilterComponent
+from quotaform.plan.state import Scope
+
+from .conftest import Golden
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -247,12 +248,8 @@ def _export_text(live: Mapping[Entity, Mapping[str, float]], scope: Scope) -> st
     )
 
 
-def test_export_matches_the_golden_file() -> None:
-    text = _export_text(LIVE, export_scope(ALL_SHAPES))
-    golden = FIXTURES / "exported.yaml"
-    if os.environ.get("QUOTAFORM_UPDATE_GOLDEN"):
-        golden.write_text(text, encoding="utf-8")
-    assert text == golden.read_text(encoding="utf-8")
+def test_export_matches_the_golden_file(golden: Golden) -> None:
+    golden("exported.yaml", _export_text(LIVE, export_scope(ALL_SHAPES)))
 
 
 def test_exported_document_loads_back_to_the_same_entities_and_values(tmp_path: Path) -> None:
@@ -510,13 +507,12 @@ def test_add_entities_skips_entities_the_document_declares() -> None:
     ],
 )
 def test_add_entities_to_other_layouts(tmp_path: Path, name: str, expected_tail: str) -> None:
-    from quotaform.export import _target_document
 
     path = tmp_path / name
     shutil.copy(FIXTURES / name, path)
     original = path.read_text(encoding="utf-8")
     manifest = ManifestFile.read(path)
-    target = _target_document(manifest.documents)
+    target = target_document(manifest.documents)
     assert target is not None
     assert add_entities(
         target, {Entity.of(user="svc-b"): {"producer_byte_rate": 2 * MiB}}, comment="imported"
@@ -666,7 +662,7 @@ def test_import_accepts_a_file_given_by_name(manifests: Path) -> None:
 def test_import_restores_the_files_when_the_set_would_not_load(
     manifests: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import quotaform.export as export_module
+    import quotaform.export.workflow as export_module
     from quotaform.manifest import ManifestError, ManifestProblem
 
     into = manifests / "payments.yaml"
@@ -689,7 +685,7 @@ def test_import_restores_the_files_when_the_set_would_not_load(
 
 
 def test_import_refuses_the_wrong_cluster_id(tmp_path: Path) -> None:
-    from quotaform.workflow import ClusterMismatchError
+    from quotaform.errors import ClusterMismatchError
 
     path = tmp_path / "m.yaml"
     text = (FIXTURES / "scope-only.yaml").read_text(encoding="utf-8")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from quotaform.desired import ChangeLimits, DesiredState, Scope, ScopeRule, SourceLocation
-from quotaform.entity import Entity
 from quotaform.errors import QuotaformError
+from quotaform.kafka.entity import Entity
 from quotaform.manifest import ManifestError, ManifestProblem, load_manifests, manifest_clusters
+from quotaform.plan.state import ChangeBudget, DesiredState, Scope, ScopeRule, SourceLocation
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -102,11 +102,11 @@ def test_good_fixture_directory() -> None:
     # nested/more.yml is found, .hidden.yaml and notes.txt are not
     assert [str(e) for e in state.entities] == [
         "user=<default>",
-        "user='<default>'",
-        "user='svc-orders'",
-        "user='svc-orders', client-id='orders api ü'",
-        "ip='198.51.100.7'",
-        "ip='2001:db8::1'",
+        'user="<default>"',
+        'user="svc-orders"',
+        'user="svc-orders", client-id="orders api ü"',
+        'ip="198.51.100.7"',
+        'ip="2001:db8::1"',
     ]
     orders = state.entities[Entity.of(user="svc-orders")]
     assert dict(orders.quotas) == {
@@ -245,13 +245,13 @@ def test_problems_from_two_files_are_reported_together() -> None:
             "unknown field 'owner': allowed: cluster, clusters, clusterId, labels",
         ),
         ManifestProblem(
-            b, 10, "spec.quotas[0].entity", f"user='svc-a' is declared twice: first at {a}:10"
+            b, 10, "spec.quotas[0].entity", f'user="svc-a" is declared twice: first at {a}:10'
         ),
         ManifestProblem(
             b,
             12,
             "spec.quotas[1].entity",
-            "client-id='reports' is outside the manifests' scope (user): add a "
+            'client-id="reports" is outside the manifests\' scope (user): add a '
             "spec.scope entry that owns it, or remove it",
         ),
     )
@@ -279,7 +279,7 @@ spec:
 """,
     )
     assert problems_of(path) == [
-        f"{path}:10: spec.quotas[1].entity: user='a', client-id=<default> is declared "
+        f'{path}:10: spec.quotas[1].entity: user="a", client-id=<default> is declared '
         f"twice: first at {path}:8",
     ]
 
@@ -287,7 +287,7 @@ spec:
 def test_ipv6_spellings_of_one_address_are_duplicates() -> None:
     path = str(BAD / "ipv6-duplicate.yaml")
     assert problems_of(path) == [
-        f"{path}:10: spec.quotas[1].entity: ip='::1' is declared twice: first at "
+        f'{path}:10: spec.quotas[1].entity: ip="::1" is declared twice: first at '
         f'{path}:8 ("0:0:0:0:0:0:0:1" is the same address)',
     ]
 
@@ -476,11 +476,11 @@ def test_entities_outside_the_scope() -> None:
     path = str(BAD / "outside-scope.yaml")
     scope = "user [user names starting with 'svc-'; no defaults]"
     assert problems_of(path) == [
-        f"{path}:13: spec.quotas[1].entity: user='alice' is outside the manifests' scope "
+        f'{path}:13: spec.quotas[1].entity: user="alice" is outside the manifests\' scope '
         f"({scope}): add a spec.scope entry that owns it, or remove it",
         f"{path}:15: spec.quotas[2].entity: user=<default> is outside the manifests' scope "
         f"({scope}): add a spec.scope entry that owns it, or remove it",
-        f"{path}:17: spec.quotas[3].entity: client-id='reports' is outside the manifests' "
+        f'{path}:17: spec.quotas[3].entity: client-id="reports" is outside the manifests\' '
         f"scope ({scope}): add a spec.scope entry that owns it, or remove it",
     ]
 
@@ -623,7 +623,6 @@ def test_desired_state_build_rejects_duplicates() -> None:
             cluster="c",
             cluster_id=None,
             scope=state.scope,
-            allow_deletes=False,
             entities=[entity, entity],
         )
 
@@ -707,7 +706,7 @@ spec:
     empty = write(tmp_path, "n.yaml", HEADER + "spec:\n  protect: null\n")
     scope = "user [user names starting with 'svc-']"
     assert problems_of(path, empty) == [
-        f"{path}:8: spec.protect[0].entity: user='alice' is protected but outside the "
+        f'{path}:8: spec.protect[0].entity: user="alice" is protected but outside the '
         f"manifests' scope ({scope}): add a spec.scope entry that owns it, or remove it",
         f"{path}:9: spec.protect[1].entity: ip cannot be combined with user or client-id (KIP-612)",
         f"{path}:10: spec.protect[2].entity: required field is missing",
@@ -726,14 +725,12 @@ def test_change_budget(tmp_path: Path) -> None:
     write(tmp_path, "b.yaml", HEADER + "spec:\n  changeBudget:\n    maxDeleteFraction: 0.25\n")
     write(tmp_path, "c.yaml", HEADER + "spec:\n  changeBudget: {maxDeletes: 3}\n")
     state = load_manifests([tmp_path])
-    assert state.change_limits == ChangeLimits(
-        max_deletes=3, max_delete_fraction=0.25, max_relax_factor=4.0
+    assert state.budget == ChangeBudget(
+        max_deletes=3, max_delete_fraction=0.25, max_relax_factor=4.0, allow_deletes=False
     )
-    assert load_manifests([tmp_path / "b.yaml", tmp_path / "a.yaml"]).change_limits == (
-        state.change_limits
-    )
-    # Nothing declared: nothing set.
-    assert load_manifests([EXAMPLES]).change_limits == ChangeLimits()
+    assert load_manifests([tmp_path / "b.yaml", tmp_path / "a.yaml"]).budget == state.budget
+    # Nothing declared: nothing set but allowDeletes' default.
+    assert load_manifests([EXAMPLES]).budget == ChangeBudget(allow_deletes=False)
 
 
 def test_change_budget_problems(tmp_path: Path) -> None:
@@ -791,14 +788,14 @@ def test_cluster_selection_and_overlays() -> None:
     assert state.cluster == "prod-eu"
     assert state.cluster_id == "EUclusterIdAAAAAAAAAAA"
     assert state.allow_deletes is False  # prod-us.yaml's true is not part of it
-    assert state.change_limits == ChangeLimits(
-        max_deletes=5, max_delete_fraction=0.1, max_relax_factor=4.0
+    assert state.budget == ChangeBudget(
+        max_deletes=5, max_delete_fraction=0.1, max_relax_factor=4.0, allow_deletes=False
     )
     assert [str(e) for e in state.entities] == [
         "user=<default>",
-        "user='svc-eu-billing'",
-        "user='svc-orders'",
-        "user='svc-payments', client-id=<default>",
+        'user="svc-eu-billing"',
+        'user="svc-orders"',
+        'user="svc-payments", client-id=<default>',
         "ip=<default>",
     ]
     orders = state.entities[Entity.of(user="svc-orders")]
@@ -822,7 +819,7 @@ def test_cluster_selection_and_overlays() -> None:
     assert us.cluster == "prod-us"
     assert us.cluster_id is None
     assert us.allow_deletes is True
-    assert us.change_limits.max_relax_factor is None
+    assert us.budget.max_relax_factor is None
     assert dict(us.entities[Entity.of(user=None)].quotas) == {
         "consumer_byte_rate": 2 * 1024**2,
         "producer_byte_rate": 1024**2,
@@ -902,14 +899,14 @@ def test_duplicates_within_one_level_are_errors(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as caught:
         load_manifests([o1, o2, s1, s2], cluster="c")
     assert [str(p) for p in caught.value.problems] == [
-        f"{o2}:7: spec.quotas[0].entity: user='a' is declared twice: first at {o1}:7",
-        f"{s2}:7: spec.quotas[0].entity: user='a' is declared twice: first at {s1}:8",
+        f'{o2}:7: spec.quotas[0].entity: user="a" is declared twice: first at {o1}:7',
+        f'{s2}:7: spec.quotas[0].entity: user="a" is declared twice: first at {s1}:8',
     ]
     # For cluster d only the shared documents count.
     with pytest.raises(ManifestError) as caught:
         load_manifests([o1, o2, s1, s2], cluster="d")
     assert [str(p) for p in caught.value.problems] == [
-        f"{s2}:7: spec.quotas[0].entity: user='a' is declared twice: first at {s1}:8",
+        f'{s2}:7: spec.quotas[0].entity: user="a" is declared twice: first at {s1}:8',
     ]
 
 

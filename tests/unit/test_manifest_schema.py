@@ -11,10 +11,10 @@ import pytest
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 
-from quotaform.entity import QUOTA_KEYS
+from quotaform.formats.schemas import main, render_schema
+from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.manifest.models import ManifestDocument
 from quotaform.manifest.schema import manifest_json_schema
-from quotaform.schemas import main, render_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = ROOT / "schemas" / "manifest.schema.json"
@@ -39,9 +39,9 @@ def check(schema: dict[str, Any], value: Any) -> list[str]:
 
 
 def test_checked_in_schema_is_current() -> None:
-    assert SCHEMA_FILE.exists(), "run `python -m quotaform.schemas` to create it"
+    assert SCHEMA_FILE.exists(), "run `python -m quotaform.formats.schemas` to create it"
     assert SCHEMA_FILE.read_text(encoding="utf-8") == render_schema("manifest.schema.json"), (
-        "schemas/manifest.schema.json is stale: run `python -m quotaform.schemas` "
+        "schemas/manifest.schema.json is stale: run `python -m quotaform.formats.schemas` "
         "from the repository root and commit the result"
     )
 

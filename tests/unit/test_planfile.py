@@ -7,24 +7,35 @@ from pathlib import Path
 
 import pytest
 
-from quotaform.planfile import PlanFileError, is_plan_file, read_plan_file, write_plan_file
+from quotaform.errors import PlanFileError
+from quotaform.formats.planfile import is_plan_file, read_plan_file, write_plan_file
+from quotaform.render.text import render_markdown, render_text
 
 from .test_render import _plan
 
 
-def test_round_trip_gives_the_same_plan(tmp_path: Path) -> None:
-    plan = _plan()
+@pytest.mark.parametrize("allow_deletes", [True, False])
+def test_round_trip_gives_the_same_plan_and_review(tmp_path: Path, allow_deletes: bool) -> None:
+    plan, review = _plan(allow_deletes=allow_deletes)
     path = tmp_path / "plan.json"
-    write_plan_file(plan, path)
+    write_plan_file(plan, review, path)
     assert is_plan_file(path)
-    again = read_plan_file(path)
+    again, again_review = read_plan_file(path)
     assert again.changes == plan.changes
-    assert (again.cluster, again.cluster_id, again.deletes_allowed) == (
+    assert (again.cluster, again.cluster_id, again.warnings) == (
         plan.cluster,
         plan.cluster_id,
-        plan.deletes_allowed,
+        plan.warnings,
     )
     assert again.summary == plan.summary
+    # The review round-trips: fallbacks as data, blocked deletes, violations.
+    assert again_review.fallbacks == review.fallbacks and review.fallbacks
+    assert again_review.blocked_deletes == review.blocked_deletes
+    assert again_review.violations == review.violations
+    assert again_review.deletes_allowed == review.deletes_allowed
+    # So a saved plan renders exactly like the plan it was made from.
+    assert render_text(again, again_review).plain == render_text(plan, review).plain
+    assert render_markdown(again, again_review) == render_markdown(plan, review)
 
 
 def test_manifests_and_directories_are_not_plan_files(tmp_path: Path) -> None:
@@ -36,7 +47,7 @@ def test_manifests_and_directories_are_not_plan_files(tmp_path: Path) -> None:
 
 def _saved(tmp_path: Path) -> tuple[Path, dict]:  # type: ignore[type-arg]
     path = tmp_path / "plan.json"
-    write_plan_file(_plan(), path)
+    write_plan_file(*_plan(), path)
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -7,22 +7,25 @@ Regenerate after an intended change with
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from quotaform.desired import DesiredEntity, DesiredState, Scope, ScopeRule, SourceLocation
-from quotaform.diff import compute_plan
-from quotaform.entity import Entity
-from quotaform.live import LiveState
-from quotaform.render import PlanDocument, render_json, render_markdown, render_text
+from quotaform.formats.plan import PlanDocument, render_json
+from quotaform.formats.schemas import SCHEMAS
+from quotaform.kafka.entity import Entity
+from quotaform.plan.model import Plan
+from quotaform.plan.review import PlanReview
+from quotaform.plan.state import Scope, ScopeRule
+from quotaform.render.text import render_markdown, render_text
 
-GOLDEN = Path(__file__).parent / "golden"
+from .builders import desired_state, live_state, reviewed
+from .conftest import Golden
 
 
-def _plan(*, allow_deletes: bool = True):  # type: ignore[no-untyped-def]
+def _plan(*, allow_deletes: bool = True) -> tuple[Plan, PlanReview]:
+    """The examples' plan and its review: every action, every key action,
+    a fallback, a literal "<default>" user."""
     declared = {
         Entity.of(user=None): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
         Entity.of(user="svc-orders"): {
@@ -42,60 +45,45 @@ def _plan(*, allow_deletes: bool = True):  # type: ignore[no-untyped-def]
         },
         Entity.of(ip="192.0.2.99"): {"connection_creation_rate": 5.0},
     }
-    desired = DesiredState(
+    desired = desired_state(
+        declared,
         cluster="sandbox",
         cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
-        scope=Scope(
-            tuple(
-                ScopeRule.build(s)
-                for s in (("user",), ("client-id",), ("user", "client-id"), ("ip",))
-            )
-        ),
         allow_deletes=allow_deletes,
-        entities={
-            e: DesiredEntity(e, q, False, SourceLocation("examples/teams.yaml", 10 + i))
-            for i, (e, q) in enumerate(declared.items())
-        },
-        warnings=(),
+        path="examples/teams.yaml",
+        first_line=10,
     )
-    return compute_plan(
+    return reviewed(
         desired,
-        LiveState(
+        live_state(
             live,
-            unmanaged=4,
+            unmanaged_by_shape={"user": 4},
             cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
             rpc_counts={"DescribeClientQuotas": 4},
         ),
     )
 
 
-def _check(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("QUOTAFORM_UPDATE_GOLDEN"):
-        path.write_text(actual, encoding="utf-8")
-    assert actual == path.read_text(encoding="utf-8"), f"{name} differs from the golden file"
-
-
-def test_text_plain() -> None:
-    _check("plan.txt", render_text(_plan()).plain)
+def test_text_plain(golden: Golden) -> None:
+    golden("plan.txt", render_text(*_plan()).plain)
 
 
 def test_text_on_a_terminal_has_colour() -> None:
     console = Console(force_terminal=True, color_system="standard", width=120, record=True)
-    console.print(render_text(_plan()))
+    console.print(render_text(*_plan()))
     assert "\x1b[" in console.export_text(styles=True)
 
 
-def test_markdown() -> None:
-    _check("plan.md", render_markdown(_plan()))
+def test_markdown(golden: Golden) -> None:
+    golden("plan.md", render_markdown(*_plan()))
 
 
-def test_json() -> None:
-    _check("plan.json", render_json(_plan()))
+def test_json(golden: Golden) -> None:
+    golden("plan.json", render_json(*_plan()))
 
 
 def test_json_round_trips_through_its_model() -> None:
-    text = render_json(_plan())
+    text = render_json(*_plan())
     doc = PlanDocument.model_validate_json(text)
     assert doc.summary.create == 4
     data = json.loads(text)
@@ -106,18 +94,17 @@ def test_json_round_trips_through_its_model() -> None:
 
 
 def test_empty_plan_says_so_in_one_sentence() -> None:
-    plan = compute_plan(
-        DesiredState("sandbox", None, Scope((ScopeRule.build(("user",)),)), False, {}, ()),
-        LiveState({}),
+    plan, review = reviewed(
+        desired_state({}, cluster="sandbox", scope=Scope((ScopeRule.build(("user",)),))), {}
     )
-    text = render_text(plan).plain
+    text = render_text(plan, review).plain
     assert "No changes. The cluster matches the manifests (0 entities in scope)." in text
-    assert "No changes." in render_markdown(plan)
+    assert "No changes." in render_markdown(plan, review)
 
 
-@pytest.mark.parametrize("render", [render_markdown, lambda p: render_text(p).plain])
+@pytest.mark.parametrize("render", [render_markdown, lambda p, r: render_text(p, r).plain])
 def test_blocked_deletes_stand_out(render) -> None:  # type: ignore[no-untyped-def]
-    out = render(_plan(allow_deletes=False))
+    out = render(*_plan(allow_deletes=False))
     assert "deletes are not allowed" in out
     assert "delete" in out.lower()
 
@@ -125,11 +112,9 @@ def test_blocked_deletes_stand_out(render) -> None:  # type: ignore[no-untyped-d
 def test_plan_schema_accepts_a_plan_and_rejects_a_bad_action() -> None:
     import jsonschema
 
-    from quotaform.schemas import plan_json_schema
-
-    schema = plan_json_schema()
-    jsonschema.validate(json.loads(render_json(_plan())), schema)
-    broken = json.loads(render_json(_plan()))
+    schema = SCHEMAS["plan.schema.json"]()
+    jsonschema.validate(json.loads(render_json(*_plan())), schema)
+    broken = json.loads(render_json(*_plan()))
     broken["changes"][0]["action"] = "replace"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from quotaform.schemas import SCHEMAS, render_schema
+from quotaform.formats.schemas import SCHEMAS, render_schema
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -16,9 +16,9 @@ SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_checked_in_schema_is_current(name: str) -> None:
     path = SCHEMA_DIR / name
-    assert path.exists(), f"run `python -m quotaform.schemas` to create schemas/{name}"
+    assert path.exists(), f"run `python -m quotaform.formats.schemas` to create schemas/{name}"
     assert path.read_text(encoding="utf-8") == render_schema(name), (
-        f"schemas/{name} is stale: run `python -m quotaform.schemas` and commit the result"
+        f"schemas/{name} is stale: run `python -m quotaform.formats.schemas` and commit the result"
     )
     jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text(encoding="utf-8")))
 

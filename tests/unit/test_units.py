@@ -1,4 +1,4 @@
-"""quotaform.units: parsing and formatting quota values."""
+"""quotaform.kafka.units: parsing and formatting quota values."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quotaform.entity import INT_MAX, LONG_MAX, QUOTA_KEYS
-from quotaform.units import QuotaValueError, format_quota_value, parse_quota_value
+from quotaform.kafka.keys import INT_MAX, LONG_MAX, QUOTA_KEYS
+from quotaform.kafka.units import QuotaValueError, format_quota_value, parse_quota_value
 
 BYTE_KEYS = ("producer_byte_rate", "consumer_byte_rate")
 DOUBLE_KEYS = ("request_percentage", "controller_mutation_rate")

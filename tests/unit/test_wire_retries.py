@@ -12,10 +12,10 @@ from typing import Any
 import kafka.errors as kerrors
 import pytest
 
-from quotaform.entity import Entity
+from quotaform.cluster.wire import AlterOutcome, QuotaAlteration, RetryPolicy, batches
+from quotaform.cluster.wire.client import ClientQuotaAdminMixin
 from quotaform.errors import AuthorizationError, BrokerError, ReadOnlyError
-from quotaform.wire import AlterOutcome, QuotaAlteration, RetryPolicy, batches
-from quotaform.wire.client import ClientQuotaAdminMixin
+from quotaform.kafka.entity import Entity
 
 
 class ScriptedManager:
@@ -160,7 +160,7 @@ def test_describe_retries_transport_errors_then_raises_typed_error() -> None:
 
 
 def test_describe_sends_null_match_for_default_and_any() -> None:
-    from quotaform.wire import FilterComponent
+    from quotaform.cluster.wire import FilterComponent
 
     response = SimpleNamespace(error_code=0, error_message=None, entries=[])
     client = Client([lambda r: response])

@@ -1,0 +1,156 @@
+"""``quotaform plan``: show what apply would change (read-only client).
+
+Exit codes: 0 success, 1 error; with ``--detailed-exitcode`` 0 no changes,
+1 error, 2 changes present. With ``--all-clusters`` over every cluster: 1 if
+any failed, else (with ``--detailed-exitcode``) 2 if any has changes, else 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from quotaform.cli.options import (
+    AllClustersOption,
+    AllowDefaultRemovalOption,
+    AllowDeletes,
+    AllowMassDeleteOption,
+    AllowRelaxOption,
+    BootstrapServer,
+    ClusterOption,
+    CommandConfig,
+    ConfigOption,
+    Manifests,
+    MaxDeleteFractionOption,
+    MaxDeletesOption,
+    MaxRelaxFactorOption,
+    Output,
+    budget_flags,
+)
+from quotaform.cli.output import OutputFormat, emit
+from quotaform.cluster.connect import connect
+from quotaform.cluster.profiles import load_required_profiles, resolve_target
+from quotaform.errors import EXIT_CHANGES, ClusterConfigError, GuardRefusedError
+from quotaform.formats.multicluster import render_multi_json
+from quotaform.formats.plan import render_json
+from quotaform.formats.planfile import write_plan_file
+from quotaform.plan.model import Plan
+from quotaform.plan.review import PlanReview
+from quotaform.render.multicluster import render_multi_markdown, render_multi_text
+from quotaform.render.text import render_markdown, render_text
+from quotaform.workflow import make_plan, plan_clusters
+
+__all__ = ["plan", "print_plan", "register"]
+
+
+def print_plan(plan: Plan, review: PlanReview, output: OutputFormat, console: Console) -> None:
+    """Print a plan and its review as ``output``."""
+    emit(
+        (plan, review),
+        output,
+        text=lambda p: render_text(*p),
+        markdown=lambda p: render_markdown(*p),
+        json=lambda p: render_json(*p),
+        console=console,
+    )
+
+
+def plan(
+    manifests: Manifests,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
+    cluster: ClusterOption = None,
+    config: ConfigOption = None,
+    all_clusters: AllClustersOption = False,
+    output: Output = OutputFormat.text,
+    allow_deletes: AllowDeletes = False,
+    max_deletes: MaxDeletesOption = None,
+    max_delete_fraction: MaxDeleteFractionOption = None,
+    max_relax_factor: MaxRelaxFactorOption = None,
+    allow_mass_delete: AllowMassDeleteOption = False,
+    allow_default_removal: AllowDefaultRemovalOption = False,
+    allow_relax: AllowRelaxOption = False,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option(
+            "--detailed-exitcode", help="Exit 0 with no changes, 1 on error, 2 with changes."
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-out",
+            help="Also save the plan to this file, for `quotaform apply FILE`.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Show what apply would change. Reads the cluster with a read-only client.
+
+    A plan that breaks a guard rail (protected entities, the change budget) is
+    shown with every violation and exits 1; --out then saves nothing.
+
+    With --all-clusters: every cluster the manifests name, each through its
+    profile, in one report; exit 1 if any cluster failed, else with
+    --detailed-exitcode 2 if any has changes, else 0.
+    """
+    flags = budget_flags(
+        allow_deletes=allow_deletes,
+        max_deletes=max_deletes,
+        max_delete_fraction=max_delete_fraction,
+        max_relax_factor=max_relax_factor,
+        allow_mass_delete=allow_mass_delete,
+        allow_default_removal=allow_default_removal,
+        allow_relax=allow_relax,
+    )
+    if all_clusters:
+        given = {
+            "--cluster": cluster,
+            "--bootstrap-server": bootstrap_server,
+            "--command-config": command_config,
+            "--out": out,
+        }
+        clash = [flag for flag, value in given.items() if value is not None]
+        if clash:
+            raise ClusterConfigError(
+                f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
+            )
+        report = plan_clusters(manifests, load_required_profiles(config), flags=flags)
+        emit(
+            report,
+            output,
+            text=render_multi_text,
+            markdown=render_multi_markdown,
+            json=render_multi_json,
+        )
+        code = report.exit_code(detailed=detailed_exitcode)
+        if code:
+            raise typer.Exit(code)
+        return
+    target = resolve_target(cluster, config, bootstrap_server, command_config)
+    with connect(target.settings, read_only=True, cluster_id=target.cluster_id) as client:
+        _, the_plan, review = make_plan(manifests, client, cluster=target.cluster, flags=flags)
+    print_plan(the_plan, review, output, Console())
+    if review.violations:
+        raise GuardRefusedError(
+            [],
+            f"the plan breaks {len(review.violations)} guard rail(s) (listed above)"
+            + ("; no plan file was written" if out is not None else ""),
+        )
+    if out is not None:
+        write_plan_file(the_plan, review, out)
+        Console(stderr=True).print(
+            f"Saved the plan to {out}. Apply exactly this plan with: quotaform apply {out}",
+            highlight=False,
+        )
+    if detailed_exitcode and the_plan.summary.has_changes:
+        raise typer.Exit(EXIT_CHANGES)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``plan`` to ``app``."""
+    app.command()(plan)

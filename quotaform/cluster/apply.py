@@ -1,0 +1,301 @@
+"""Execute a plan: validate_only pre-check, the real alter, then read-back.
+
+1. Every entry goes to AlterClientQuotas with ``validate_only=true`` (batched).
+   If any entity fails, nothing is applied and every failing entity is listed
+   with the broker's message.
+2. The real alter, in batches; every entity's result is handled on its own
+   (Kafka is per-entity all-or-nothing, not atomic across entities).
+3. Read-back: describe until the cluster shows the planned quotas or a timeout
+   passes (a broker's metadata image can lag the controller).
+
+Whether a plan may be applied at all is the review's verdict
+(:mod:`quotaform.plan.review`), checked by the caller before this runs.
+:func:`check_not_stale` is the saved plan's last check before it.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from quotaform.cluster.read import QuotaReader, describe_shapes
+from quotaform.cluster.wire.types import (
+    AlterOutcome,
+    AlterResult,
+    FilterComponent,
+    QuotaAlteration,
+)
+from quotaform.errors import PlanFileError, StalePlanError
+from quotaform.kafka.entity import Entity
+from quotaform.kafka.units import same_quotas
+from quotaform.plan.model import EntityChange, Plan
+
+__all__ = [
+    "APPLY_FORMAT_VERSION",
+    "ApplyResult",
+    "ApplyStatus",
+    "EntityOutcome",
+    "EntityResult",
+    "QuotaWriter",
+    "alteration",
+    "apply_plan",
+    "check_not_stale",
+]
+
+#: Version of the JSON apply result (``schemas/apply.schema.json``).
+APPLY_FORMAT_VERSION = 1
+
+
+class QuotaWriter(Protocol):
+    """What apply needs of a client (the wire layer's ``QuotaAdminClient``)."""
+
+    rpc_counts: dict[str, int]
+
+    def describe_client_quotas(
+        self, components: list[FilterComponent], *, strict: bool
+    ) -> dict[Entity, dict[str, float]]: ...
+
+    def alter_client_quotas(
+        self,
+        alterations: list[QuotaAlteration],
+        *,
+        validate_only: bool,
+        on_batch: Callable[[int, int], None] | None = None,
+    ) -> dict[Entity, AlterResult]: ...
+
+
+class ApplyStatus(enum.Enum):
+    """How an apply ended; the CLI maps each to an exit code."""
+
+    NOTHING_TO_DO = "nothing-to-do"
+    APPLIED = "applied"
+    """Every entity applied and the read-back matched."""
+    REJECTED = "rejected"
+    """The validate_only pre-check failed: nothing was applied."""
+    PARTIAL = "partial"
+    """At least one entity failed or its outcome is unknown."""
+    NOT_CONVERGED = "not-converged"
+    """Every alter succeeded, but the read-back still differs after the timeout."""
+
+
+class EntityOutcome(enum.Enum):
+    """What happened to one entity."""
+
+    APPLIED = "applied"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    NOT_APPLIED = "not-applied"
+    """Rejected by, or stopped at, the validate_only pre-check."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntityResult:
+    """One entity's result: its planned change and what happened to it.
+
+    Attributes:
+        change: the planned change.
+        outcome: applied / failed / unknown / not-applied.
+        message: the broker's error (code and message), if any.
+        live_after: quotas read back after the apply (``None`` = not read).
+    """
+
+    change: EntityChange
+    outcome: EntityOutcome
+    message: str | None = None
+    live_after: Mapping[str, float] | None = None
+
+    @property
+    def converged(self) -> bool:
+        """The read-back shows the planned quotas."""
+        return self.live_after is not None and same_quotas(self.live_after, self.change.after)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """The outcome of :func:`apply_plan`.
+
+    Attributes:
+        status: overall status.
+        entities: one report per pending change, sorted by entity.
+        rpc_counts: RPCs made by the apply (validate, alter, read-back).
+        readback_seconds: time spent waiting for the read-back to match.
+    """
+
+    status: ApplyStatus
+    entities: tuple[EntityResult, ...] = ()
+    rpc_counts: Mapping[str, int] = field(default_factory=dict)
+    readback_seconds: float = 0.0
+
+    def by_outcome(self, outcome: EntityOutcome) -> tuple[EntityResult, ...]:
+        """The reports with ``outcome``."""
+        return tuple(r for r in self.entities if r.outcome is outcome)
+
+
+_OUTCOME = {
+    AlterOutcome.APPLIED: EntityOutcome.APPLIED,
+    AlterOutcome.FAILED: EntityOutcome.FAILED,
+    AlterOutcome.UNKNOWN: EntityOutcome.UNKNOWN,
+}
+
+
+def _message(result: AlterResult | None) -> str | None:
+    if result is None or result.error is None:
+        return None
+    err = result.error
+    code = f" ({err.code})" if err.code is not None else ""
+    return f"{err.name}{code}: {err.broker_message}" if err.broker_message else f"{err.name}{code}"
+
+
+def apply_plan(
+    plan: Plan,
+    client: QuotaWriter,
+    *,
+    on_progress: Callable[[str, int, int], None] | None = None,
+    readback_timeout_s: float = 30.0,
+    readback_interval_s: float = 0.2,
+) -> ApplyResult:
+    """Apply ``plan``'s pending changes to the cluster behind ``client``.
+
+    Args:
+        plan: the plan; no-ops are not sent.
+        client: a read-write quota client.
+        on_progress: ``(stage, done, total)`` with stage ``validate``,
+            ``apply`` or ``read-back``.
+        readback_timeout_s: how long to wait for describe to show the plan.
+
+    Returns:
+        An :class:`ApplyResult`. A validate_only rejection is a result
+        (``REJECTED``, with each failing entity and the broker's message), not
+        an exception, so the caller can show all of them.
+
+    Raises:
+        BrokerError: a whole-request failure of the read-back describe.
+    """
+    pending = list(plan.pending)
+    if not pending:
+        return ApplyResult(ApplyStatus.NOTHING_TO_DO)
+    alterations = [alteration(c) for c in pending]
+    start_counts = dict(client.rpc_counts)
+
+    def progress(stage: str) -> Callable[[int, int], None] | None:
+        if on_progress is None:
+            return None
+        return lambda done, total: on_progress(stage, done, total)
+
+    # 1. validate_only: all or nothing.
+    checked = client.alter_client_quotas(
+        alterations, validate_only=True, on_batch=progress("validate")
+    )
+    rejected = {e: r for e, r in checked.items() if r.outcome is not AlterOutcome.APPLIED}
+    if rejected:
+        reports = tuple(
+            EntityResult(
+                c,
+                EntityOutcome.NOT_APPLIED,
+                _message(rejected.get(c.entity)) if c.entity in rejected else None,
+            )
+            for c in pending
+        )
+        return ApplyResult(ApplyStatus.REJECTED, reports, _delta(client, start_counts))
+
+    # 2. The real alter; every entity's result on its own.
+    results = client.alter_client_quotas(
+        alterations, validate_only=False, on_batch=progress("apply")
+    )
+
+    # 3. Read-back until every entity shows what the plan says (or, for a
+    # failed entity, until we have at least read it once).
+    t0 = time.monotonic()
+    live = _read_back(
+        client, pending, results, readback_timeout_s, readback_interval_s, on_progress
+    )
+    waited = time.monotonic() - t0
+
+    done: list[EntityResult] = []
+    for c in pending:
+        result = results.get(c.entity)
+        outcome = _OUTCOME[result.outcome] if result else EntityOutcome.UNKNOWN
+        done.append(EntityResult(c, outcome, _message(result), live.get(c.entity, {})))
+    if any(r.outcome is not EntityOutcome.APPLIED for r in done):
+        status = ApplyStatus.PARTIAL
+    elif all(r.converged for r in done):
+        status = ApplyStatus.APPLIED
+    else:
+        status = ApplyStatus.NOT_CONVERGED
+    return ApplyResult(status, tuple(done), _delta(client, start_counts), waited)
+
+
+def alteration(change: EntityChange) -> QuotaAlteration:
+    """The AlterClientQuotas entry of a pending change: only the changed keys,
+    removals as ``None``.
+
+    Raises:
+        ValueError: the change is a no-op (nothing to send).
+    """
+    return QuotaAlteration(change.entity, {kc.key: kc.after for kc in change.key_changes})
+
+
+def _delta(client: QuotaWriter, before: Mapping[str, int]) -> dict[str, int]:
+    return {
+        api: n - before.get(api, 0)
+        for api, n in sorted(client.rpc_counts.items())
+        if n - before.get(api, 0)
+    }
+
+
+def _read_back(
+    client: QuotaWriter,
+    pending: list[EntityChange],
+    results: Mapping[Entity, AlterResult],
+    timeout_s: float,
+    interval_s: float,
+    on_progress: Callable[[str, int, int], None] | None,
+) -> dict[Entity, dict[str, float]]:
+    """Describe the touched shapes (strict, one RPC per shape) until every
+    applied entity matches its planned quotas, or ``timeout_s`` passes."""
+    shapes = sorted({c.entity.types for c in pending}, key=lambda s: (len(s), s))
+    expected = {
+        c.entity: dict(c.after)
+        for c in pending
+        if (r := results.get(c.entity)) is not None and r.outcome is AlterOutcome.APPLIED
+    }
+    deadline = time.monotonic() + timeout_s
+    while True:
+        live = describe_shapes(client, shapes)
+        matched = sum(1 for e, q in expected.items() if same_quotas(live.get(e, {}), q))
+        if on_progress is not None:
+            on_progress("read-back", matched, len(expected))
+        if matched == len(expected) or time.monotonic() >= deadline:
+            return live
+        time.sleep(interval_s)
+
+
+def check_not_stale(plan: Plan, reader: QuotaReader, cluster_id: str) -> None:
+    """Refuse a saved ``plan`` unless the cluster is the plan's and every
+    entity it touches still has the plan's before-values.
+
+    Reads one strict DescribeClientQuotas per touched entity shape.
+
+    Raises:
+        PlanFileError: the plan was made for another cluster id.
+        StalePlanError: at least one touched entity moved (listing each).
+    """
+    if plan.cluster_id is not None and plan.cluster_id != cluster_id:
+        raise PlanFileError(
+            f"the plan was made for cluster id {plan.cluster_id!r} "
+            f"({plan.cluster!r}); the bootstrap server belongs to {cluster_id!r}: refusing"
+        )
+    touched = {c.entity: c.before for c in plan.pending}
+    if not touched:
+        return
+    live = describe_shapes(reader, sorted({e.types for e in touched}))
+    moved = [
+        EntityChange.between(e, touched[e], live.get(e, {}))
+        for e in sorted(touched, key=Entity.sort_key)
+        if not same_quotas(touched[e], live.get(e, {}))
+    ]
+    if moved:
+        raise StalePlanError(moved)

@@ -1,0 +1,89 @@
+"""Read the cluster's live quotas inside a scope, with strict DescribeClientQuotas filters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from quotaform.cluster.wire.types import FilterComponent
+from quotaform.kafka.entity import SHAPES, Entity, Shape, shape_name
+from quotaform.plan.state import LiveState, Scope
+
+__all__ = ["ClusterReader", "QuotaReader", "describe_shapes", "read_live_state", "shape_filter"]
+
+
+class QuotaReader(Protocol):
+    """What reading needs of a client: the describe half of the wire layer."""
+
+    rpc_counts: dict[str, int]
+
+    def describe_client_quotas(
+        self, components: list[FilterComponent], *, strict: bool
+    ) -> dict[Entity, dict[str, float]]: ...
+
+
+class ClusterReader(QuotaReader, Protocol):
+    """A reader that also knows the cluster's id (export, import, drift)."""
+
+    def cluster_id(self) -> str: ...
+
+
+def shape_filter(shape: Iterable[str]) -> list[FilterComponent]:
+    """ANY components for every entity type of ``shape``; with ``strict=True``
+    this matches exactly the entities of that shape, defaults included."""
+    return [FilterComponent.any(t) for t in shape]
+
+
+def describe_shapes(reader: QuotaReader, shapes: Iterable[Shape]) -> dict[Entity, dict[str, float]]:
+    """Every live entity of ``shapes``: one strict DescribeClientQuotas per shape.
+
+    Returns:
+        ``{entity: {quota key: quota value}}`` over all the shapes.
+
+    Raises:
+        BrokerError: from the wire layer (AuthorizationError when the principal
+            lacks DESCRIBE_CONFIGS on CLUSTER).
+    """
+    live: dict[Entity, dict[str, float]] = {}
+    for shape in shapes:
+        live.update(reader.describe_client_quotas(shape_filter(shape), strict=True))
+    return live
+
+
+def read_live_state(
+    reader: QuotaReader,
+    scope: Scope,
+    *,
+    cluster_id: str | None = None,
+    count_unmanaged: bool = True,
+) -> LiveState:
+    """Describe every entity shape once, strictly, and split by scope.
+
+    One DescribeClientQuotas per shape (at most four): the owned shapes give
+    the live state, prefix rules are applied client-side (Kafka has no prefix
+    match). With ``count_unmanaged`` the shapes the scope does not own are
+    described too, only to count (per shape) what the plan leaves alone.
+
+    Raises:
+        BrokerError: from the wire layer (AuthorizationError when the principal
+            lacks DESCRIBE_CONFIGS on CLUSTER).
+    """
+    owned = set(scope.shapes)
+    shapes = SHAPES if count_unmanaged else tuple(s for s in SHAPES if s in owned)
+    before = sum(reader.rpc_counts.values())
+    entities: dict[Entity, dict[str, float]] = {}
+    by_shape: dict[str, int] = {}
+    for shape in shapes:
+        outside = 0
+        for entity, quotas in describe_shapes(reader, [shape]).items():
+            if scope.contains(entity):
+                entities[entity] = quotas
+            else:
+                outside += 1
+        by_shape[shape_name(shape)] = outside
+    return LiveState(
+        entities=entities,
+        unmanaged_by_shape=by_shape,
+        cluster_id=cluster_id,
+        rpc_counts={"DescribeClientQuotas": sum(reader.rpc_counts.values()) - before},
+    )

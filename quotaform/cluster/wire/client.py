@@ -1,0 +1,409 @@
+"""DescribeClientQuotas / AlterClientQuotas for kafka-python 3.x.
+
+kafka-python ships the protocol messages (API keys 48 and 49) but no admin
+methods for them. :class:`ClientQuotaAdminMixin` adds them in the library's own
+mixin style (compare ``kafka/admin/_users.py``): an ``async`` method builds the
+request and awaits ``self._manager.send``; a sync wrapper runs it through
+``self._manager.run``. On top of that sync call sit the things the library
+leaves to callers: batching under the controller's 10,000-record limit, a
+per-request timeout, bounded retries with backoff (tenacity), typed errors, and
+a read-only switch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import kafka.errors as kerrors
+from kafka import KafkaAdminClient
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from quotaform.cluster.wire.codes import (
+    RETRIABLE_CODES,
+    broker_error,
+    from_exception,
+    is_retriable,
+    is_transport_failure,
+)
+from quotaform.cluster.wire.types import (
+    AlterOutcome,
+    AlterResult,
+    FilterComponent,
+    QuotaAlteration,
+    record_count,
+)
+from quotaform.errors import BrokerError, ReadOnlyError
+from quotaform.kafka.entity import Entity
+
+if TYPE_CHECKING:
+    from kafka.net.manager import KafkaConnectionManager
+
+__all__ = [
+    "MAX_RECORDS_PER_REQUEST",
+    "ClientQuotaAdminMixin",
+    "QuotaAdminClient",
+    "RetryPolicy",
+    "batches",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``ClientQuotaControlManager`` fails a whole AlterClientQuotas request above
+#: this many records with POLICY_VIOLATION (44).
+MAX_RECORDS_PER_REQUEST = 10_000
+
+T = TypeVar("T")
+
+_Quotas = dict[Entity, dict[str, float]]
+
+
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter.
+
+    Args:
+        attempts: total tries per request (>= 1).
+        initial_backoff_s: first wait in seconds; doubles per try.
+        max_backoff_s: cap of one wait in seconds.
+    """
+
+    def __init__(
+        self, attempts: int = 5, initial_backoff_s: float = 0.1, max_backoff_s: float = 2.0
+    ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be >= 1")
+        self.attempts = attempts
+        self.initial_backoff_s = initial_backoff_s
+        self.max_backoff_s = max_backoff_s
+
+    def retrying(self, on_retry: Callable[[RetryCallState], None] | None = None) -> Retrying:
+        """A tenacity ``Retrying`` that retries only :func:`is_retriable` errors and
+        re-raises the last one when the tries run out."""
+        return Retrying(
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential_jitter(multiplier=self.initial_backoff_s, max=self.max_backoff_s),
+            retry=retry_if_exception(is_retriable),
+            before_sleep=on_retry,
+            reraise=True,
+        )
+
+
+def batches(
+    alterations: Sequence[QuotaAlteration], max_records: int = MAX_RECORDS_PER_REQUEST
+) -> Iterator[list[QuotaAlteration]]:
+    """Split ``alterations`` in order into lists of at most ``max_records`` ops each.
+
+    An entity's ops are never split across requests (per-entity all-or-nothing
+    holds only within one request).
+    """
+    batch: list[QuotaAlteration] = []
+    size = 0
+    for alteration in alterations:
+        n = record_count(alteration)
+        if batch and size + n > max_records:
+            yield batch
+            batch, size = [], 0
+        batch.append(alteration)
+        size += n
+    if batch:
+        yield batch
+
+
+def _entity_from_wire(parts: Iterable[Any]) -> Entity:
+    return Entity.from_pairs((p.entity_type, p.entity_name) for p in parts)
+
+
+class ClientQuotaAdminMixin:
+    """Client-quota admin methods for :class:`kafka.KafkaAdminClient`.
+
+    Expects ``self._manager`` (kafka-python's connection manager), and
+    ``self._quota_request_timeout_ms``, ``self._quota_retry`` and
+    ``self._quota_read_only`` set by the concrete client.
+    """
+
+    _manager: KafkaConnectionManager
+    _quota_request_timeout_ms: int
+    _quota_retry: RetryPolicy
+    _quota_read_only: bool
+    _quota_max_records: int
+    rpc_counts: dict[str, int]
+
+    # -- DescribeClientQuotas (API key 48) ---------------------------------
+
+    async def _async_describe_client_quotas(
+        self, components: Sequence[FilterComponent], strict: bool
+    ) -> _Quotas:
+        request = DescribeClientQuotasRequest(
+            components=[
+                # match must be passed explicitly: an omitted nullable string is
+                # encoded as '' (not null) and the broker rejects it with 42.
+                DescribeClientQuotasRequest.ComponentData(
+                    entity_type=c.entity_type, match_type=int(c.match_type), match=c.match
+                )
+                for c in components
+            ],
+            strict=strict,
+        )
+        response = await self._manager.send(
+            request, request_timeout_ms=self._quota_request_timeout_ms
+        )
+        if response.error_code:
+            raise broker_error(
+                response.error_code, response.error_message, api="DescribeClientQuotas"
+            )
+        result: _Quotas = {}
+        for entry in response.entries or ():
+            entity = _entity_from_wire(entry.entity)
+            result[entity] = {v.key: float(v.value) for v in entry.values}
+        return result
+
+    def describe_client_quotas(
+        self, components: Sequence[FilterComponent], *, strict: bool
+    ) -> _Quotas:
+        """Describe the quotas of the entities matching a filter.
+
+        Args:
+            components: filter components; entity types must be distinct, and
+                ``ip`` cannot be mixed with ``user``/``client-id`` (42).
+            strict: keep only entities whose number of entity types equals the
+                number of components (``ClientQuotaFilter.containsOnly``).
+                An empty filter with ``strict=False`` matches everything.
+
+        Returns:
+            ``{entity: {quota key: quota value}}``, values as float
+            (bytes/s, %, mutations/s, connections/s by key).
+
+        Raises:
+            AuthorizationError: 31, the principal lacks DESCRIBE_CONFIGS on CLUSTER.
+            BrokerError: any other error code, after retries for retriable ones
+                (REQUEST_TIMED_OUT, NOT_CONTROLLER, lost connection).
+        """
+        components = list(components)
+        return self._with_retries(
+            "DescribeClientQuotas",
+            lambda: self._manager.run(self._async_describe_client_quotas, components, strict),
+        )
+
+    # -- AlterClientQuotas (API key 49) ------------------------------------
+
+    async def _async_alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], validate_only: bool
+    ) -> dict[Entity, tuple[int, str | None]]:
+        entry_cls = AlterClientQuotasRequest.EntryData
+        request = AlterClientQuotasRequest(
+            entries=[
+                entry_cls(
+                    entity=[
+                        # entity_name=None must be explicit: see the describe note.
+                        entry_cls.EntityData(entity_type=t, entity_name=n)
+                        for t, n in a.entity.parts
+                    ],
+                    ops=[
+                        entry_cls.OpData(
+                            key=key,
+                            value=0.0 if value is None else float(value),
+                            remove=value is None,
+                        )
+                        for key, value in sorted(a.ops.items())
+                    ],
+                )
+                for a in alterations
+            ],
+            validate_only=validate_only,
+        )
+        response = await self._manager.send(
+            request, request_timeout_ms=self._quota_request_timeout_ms
+        )
+        return {
+            _entity_from_wire(entry.entity): (entry.error_code, entry.error_message)
+            for entry in response.entries
+        }
+
+    def alter_client_quotas(
+        self,
+        alterations: Sequence[QuotaAlteration],
+        *,
+        validate_only: bool,
+        on_batch: Callable[[int, int], None] | None = None,
+    ) -> dict[Entity, AlterResult]:
+        """Set and remove quotas, one result per entity.
+
+        Alterations are sent in batches of at most ``max_records`` ops
+        (10,000 by default, the controller's limit). Each entity is
+        all-or-nothing; across entities nothing is atomic: valid entities commit
+        even when others in the same request fail (KIP-546).
+
+        Args:
+            alterations: at most one per entity (the broker answers a duplicate
+                with an error yet may apply the first; refused here).
+            validate_only: run the controller's validation and write nothing.
+            on_batch: progress callback ``(entities done, entities total)``.
+
+        Returns:
+            ``{entity: AlterResult}`` for every entity given, matched by entity.
+            Retriable per-entity errors (7, 41) are retried for those entities
+            only. An entity whose request got no answer after the retries
+            (timeout, lost connection) is ``AlterOutcome.UNKNOWN``.
+
+        Raises:
+            ReadOnlyError: the client was opened read-only; nothing was sent.
+            ValueError: the same entity appears twice.
+        """
+        if self._quota_read_only:
+            raise ReadOnlyError(
+                "this Kafka client was opened read-only (plan/drift): AlterClientQuotas refused"
+            )
+        seen: set[Entity] = set()
+        for a in alterations:
+            if a.entity in seen:
+                raise ValueError(f"entity {a.entity} appears twice in one alter")
+            seen.add(a.entity)
+
+        results: dict[Entity, AlterResult] = {}
+        total = len(alterations)
+        for batch in batches(alterations, self._quota_max_records):
+            results.update(self._alter_batch(batch, validate_only))
+            if on_batch is not None:
+                on_batch(len(results), total)
+        return results
+
+    def _alter_batch(
+        self, batch: Sequence[QuotaAlteration], validate_only: bool
+    ) -> dict[Entity, AlterResult]:
+        api = "AlterClientQuotas"
+        pending = {a.entity: a for a in batch}
+        results: dict[Entity, AlterResult] = {}
+        # Set when a try got no answer: from then on a failure to learn the
+        # result means "unknown", because that try may have committed.
+        unanswered = False
+
+        def attempt() -> None:
+            nonlocal unanswered
+            try:
+                answer = self._manager.run(
+                    self._async_alter_client_quotas, list(pending.values()), validate_only
+                )
+            except Exception as exc:
+                unanswered = unanswered or is_transport_failure(exc)
+                raise
+            retry_codes: dict[Entity, BrokerError] = {}
+            for entity in list(pending):
+                code, message = answer.get(entity, (None, None))
+                if code is None:
+                    # The broker answered without this entity: treat it as
+                    # unanswered rather than guess.
+                    unanswered = True
+                    retry_codes[entity] = BrokerError(
+                        None, "MISSING_RESULT", "no result for this entity", api=api
+                    )
+                elif code == 0:
+                    results[entity] = AlterResult(entity, AlterOutcome.APPLIED)
+                    del pending[entity]
+                elif code in RETRIABLE_CODES:
+                    retry_codes[entity] = broker_error(code, message, api=api)
+                else:
+                    results[entity] = AlterResult(
+                        entity, AlterOutcome.FAILED, broker_error(code, message, api=api)
+                    )
+                    del pending[entity]
+            if retry_codes:
+                first = next(iter(retry_codes.values()))
+                raise _PendingEntities(retry_codes, first)
+
+        try:
+            self._with_retries(api, attempt)
+        except _PendingEntities as exc:
+            for entity, error in exc.errors.items():
+                timed_out = error.code == 7 or error.name == "MISSING_RESULT"
+                outcome = AlterOutcome.UNKNOWN if timed_out or unanswered else AlterOutcome.FAILED
+                results[entity] = AlterResult(entity, outcome, error)
+        except Exception as exc:  # transport failure after the last try
+            error = from_exception(exc, api=api)
+            outcome = AlterOutcome.UNKNOWN if unanswered else AlterOutcome.FAILED
+            for entity in pending:
+                results[entity] = AlterResult(entity, outcome, error)
+        return results
+
+    # -- shared ------------------------------------------------------------
+
+    def _with_retries(self, api: str, call: Callable[[], T]) -> T:
+        def on_retry(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning("%s: retrying after %s (try %d)", api, exc, state.attempt_number)
+
+        try:
+            for attempt in self._quota_retry.retrying(on_retry):
+                with attempt:
+                    self.rpc_counts[api] = self.rpc_counts.get(api, 0) + 1
+                    return call()
+        except BrokerError:
+            raise
+        except kerrors.KafkaError as exc:
+            raise from_exception(exc, api=api) from exc
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+class _PendingEntities(BrokerError):
+    """Some entities came back with a retriable code; retry those only."""
+
+    def __init__(self, errors: dict[Entity, BrokerError], first: BrokerError) -> None:
+        super().__init__(first.code, first.name, first.broker_message, api=first.api)
+        self.errors = errors
+
+
+class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
+    """``KafkaAdminClient`` with the client-quota methods.
+
+    Args:
+        read_only: when True, :meth:`alter_client_quotas` raises
+            :class:`ReadOnlyError` before building a request (plan, drift).
+        request_timeout_ms: timeout of one quota RPC, in milliseconds.
+        retry: retry policy for retriable errors.
+        max_records: ops per AlterClientQuotas request (<= 10,000).
+        **configs: kafka-python ``KafkaAdminClient`` settings
+            (``bootstrap_servers``, ``security_protocol``, ...).
+
+    Attributes:
+        rpc_counts: RPCs sent so far by API name (tries included), e.g.
+            ``{"DescribeClientQuotas": 4}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        read_only: bool,
+        request_timeout_ms: int = 30_000,
+        retry: RetryPolicy | None = None,
+        max_records: int = MAX_RECORDS_PER_REQUEST,
+        **configs: Any,
+    ) -> None:
+        if not 1 <= max_records <= MAX_RECORDS_PER_REQUEST:
+            raise ValueError(f"max_records must be within 1..{MAX_RECORDS_PER_REQUEST}")
+        self._quota_read_only = read_only
+        self._quota_request_timeout_ms = request_timeout_ms
+        self._quota_retry = retry or RetryPolicy()
+        self._quota_max_records = max_records
+        self.rpc_counts = {}
+        self._cluster_id: str | None = None
+        configs.setdefault("request_timeout_ms", request_timeout_ms)
+        super().__init__(**configs)
+
+    @property
+    def read_only(self) -> bool:
+        """True when the alter path is disabled."""
+        return self._quota_read_only
+
+    def cluster_id(self) -> str:
+        """The cluster id (DescribeCluster, or Metadata on old brokers), asked
+        once per client: a connection's cluster does not change."""
+        if self._cluster_id is None:
+            self._cluster_id = str(self.describe_cluster()["cluster_id"])
+        return self._cluster_id

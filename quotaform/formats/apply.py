@@ -1,0 +1,99 @@
+"""The JSON apply result (``apply --output json``); ``schemas/apply.schema.json``
+is generated from :class:`ApplyDocument`.
+
+One entry per entity the plan changed, each with its outcome: ``applied`` (the
+broker said so), ``failed`` (with the broker's error), ``unknown`` (no answer:
+it may or may not have committed), ``not-applied`` (stopped before the real
+alter: the validate_only pre-check).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quotaform.cluster.apply import APPLY_FORMAT_VERSION, ApplyResult, EntityOutcome
+
+assert APPLY_FORMAT_VERSION == 1, "update ApplyDocument.format_version with the format"
+
+__all__ = ["ApplyDocument", "apply_document", "render_apply_json"]
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+
+class EntityResultDoc(BaseModel):
+    """What happened to one entity."""
+
+    model_config = _FROZEN
+    entity: dict[str, str | None] = Field(
+        description="Entity type -> entity name; null is the default entity."
+    )
+    action: Literal["create", "update", "delete", "no-op"]
+    outcome: Literal["applied", "failed", "unknown", "not-applied"] = Field(
+        description="applied: the broker confirmed it; failed: the broker refused it "
+        "(message); unknown: no answer, it may or may not have committed; not-applied: "
+        "never sent for real (the validate_only pre-check failed)."
+    )
+    message: str | None = Field(description="The broker's error, code and message, if any.")
+    converged: bool = Field(description="The read-back shows the planned quotas.")
+    live_after: dict[str, float] | None = Field(
+        default=None, description="The quotas read back; null when not read."
+    )
+
+
+class CountsDoc(BaseModel):
+    """Entities by outcome."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    applied: int
+    failed: int
+    unknown: int
+    not_applied: int = Field(alias="not-applied")
+
+
+class ApplyDocument(BaseModel):
+    """A quotaform apply result (JSON)."""
+
+    model_config = _FROZEN
+    format_version: Literal[1] = Field(description="Version of this format.")
+    status: Literal["nothing-to-do", "applied", "rejected", "partial", "not-converged"] = Field(
+        description="applied: every entity applied and read back; rejected: the "
+        "validate_only pre-check failed, nothing applied; partial: some entities failed "
+        "or are unknown; not-converged: applied, but the read-back differs."
+    )
+    entities: list[EntityResultDoc] = Field(description="One per pending change, sorted by entity.")
+    counts: CountsDoc
+    rpc_counts: dict[str, int] = Field(description="RPCs made by the apply, by API name.")
+    readback_seconds: float = Field(description="Time spent waiting for the read-back.")
+
+
+def apply_document(result: ApplyResult) -> ApplyDocument:
+    """The JSON model of ``result``."""
+    return ApplyDocument(
+        format_version=1,
+        status=result.status.value,
+        entities=[
+            EntityResultDoc(
+                entity=r.change.entity.as_dict(),
+                action=r.change.action.value,
+                outcome=r.outcome.value,
+                message=r.message,
+                converged=r.converged,
+                live_after=dict(sorted(r.live_after.items())) if r.live_after is not None else None,
+            )
+            for r in result.entities
+        ],
+        counts=CountsDoc.model_validate(
+            {o.value: len(result.by_outcome(o)) for o in EntityOutcome}
+        ),
+        rpc_counts=dict(result.rpc_counts),
+        readback_seconds=round(result.readback_seconds, 3),
+    )
+
+
+def render_apply_json(result: ApplyResult) -> str:
+    """The result as deterministic JSON (2-space indent, trailing newline)."""
+    data = apply_document(result).model_dump(mode="json", by_alias=True)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,305 @@
+"""The JSON plan: a boundary format, so a pydantic model.
+
+``schemas/plan.schema.json`` is generated from :class:`PlanDocument`. Values
+are plain numbers in the quota key's unit (bytes/s, %, mutations/s,
+connections/s), never the readable strings. The document carries the plan and
+its review: each verdict both as data (``fallback_to``, the violation's
+numbers) and worded (``fallback``, ``message``), so a saved plan decodes back
+to the same :class:`~quotaform.plan.model.Plan` and
+:class:`~quotaform.plan.review.PlanReview` (:func:`plan_from_document`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quotaform.kafka.entity import Entity
+from quotaform.kafka.resolution import Fallback
+from quotaform.plan.guards import GuardKind, Violation
+from quotaform.plan.model import (
+    PLAN_FORMAT_VERSION,
+    Action,
+    EntityChange,
+    KeyAction,
+    KeyChange,
+    Plan,
+)
+from quotaform.plan.review import PlanReview
+from quotaform.plan.state import ChangeBudget
+from quotaform.render.text import plan_warnings
+from quotaform.render.words import (
+    allow_flag,
+    blocked_deletes_warning,
+    fallback_text,
+    violation_message,
+)
+
+assert PLAN_FORMAT_VERSION == 1, "update PlanDocument.format_version with the format"
+
+__all__ = ["PlanDocument", "plan_document", "plan_from_document", "render_json"]
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+EntityDoc = dict[str, str | None]
+
+
+class FallbackDoc(BaseModel):
+    """What clients of a removed key get instead, following Kafka's resolution order."""
+
+    model_config = _FROZEN
+    entity: EntityDoc | None = Field(
+        description="The entity whose value applies instead; null: unlimited."
+    )
+    value: float | None = Field(
+        description="Its value; null when unlimited or unknown (the entity is outside "
+        "the manifests' scope)."
+    )
+    varies_by: str | None = Field(
+        default=None,
+        description="An entity type (client-id) when the answer holds only for names of "
+        "that type without a quota of their own.",
+    )
+
+
+class KeyChangeDoc(BaseModel):
+    """One quota key's change."""
+
+    model_config = _FROZEN
+    key: str = Field(description="Quota key, e.g. producer_byte_rate.")
+    action: Literal["add", "change", "remove"]
+    before: float | None = Field(description="Live value; null when the key is added.")
+    after: float | None = Field(description="Declared value; null when the key is removed.")
+    fallback: str | None = Field(
+        default=None,
+        description="For a removed key: what its clients get instead (a less specific "
+        "entity's value, or unlimited), following Kafka's quota resolution order.",
+    )
+    fallback_to: FallbackDoc | None = Field(
+        default=None, description="The same as data; null unless the key is removed."
+    )
+
+
+class ChangeDoc(BaseModel):
+    """One entity's change."""
+
+    model_config = _FROZEN
+    entity: EntityDoc = Field(description="Entity type -> entity name; null is the default entity.")
+    action: Literal["create", "update", "delete", "no-op"]
+    before: dict[str, float] = Field(description="Live quotas: quota key -> quota value.")
+    after: dict[str, float] = Field(description="Declared quotas: quota key -> quota value.")
+    key_changes: list[KeyChangeDoc] = Field(description="The keys that differ, sorted by key.")
+    source: str | None = Field(
+        default=None, description="path:line of the declaration; null for a delete."
+    )
+
+
+class ViolationDoc(BaseModel):
+    """A guard-rail violation: apply refuses the plan."""
+
+    model_config = _FROZEN
+    kind: Literal["protected", "prevent-destroy", "mass-delete", "default-removal", "relax"] = (
+        Field(description="Which rule is broken.")
+    )
+    entity: EntityDoc | None
+    key: str | None
+    message: str
+    allow_flag: str | None = Field(description="The flag that allows it; null: none does.")
+    before: float | None = Field(default=None, description="The quota value before the plan.")
+    after: float | None = Field(default=None, description="The changed value (relax).")
+    fallback_to: FallbackDoc | None = Field(
+        default=None, description="For a removed key: what applies instead."
+    )
+    limit: float | None = Field(default=None, description="The budget's limit exceeded.")
+    limit_name: str | None = Field(
+        default=None, description="maxDeletes, maxDeleteFraction or maxRelaxFactor."
+    )
+    deletes: int | None = Field(default=None, description="Entities the plan deletes.")
+    live: int | None = Field(default=None, description="Live in-scope entities.")
+    declared_at: str | None = Field(default=None, description="Where a protection is declared.")
+    removed_keys: list[str] = Field(
+        default_factory=list, description="The keys a deleted default entity had."
+    )
+
+
+class SummaryDoc(BaseModel):
+    """Counts of entity changes by action."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    create: int
+    update: int
+    delete: int
+    no_op: int = Field(alias="no-op")
+
+
+class PlanDocument(BaseModel):
+    """A quotaform plan (JSON)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    format_version: Literal[1] = Field(description="Version of this format.")
+    cluster: str = Field(description="The manifests' cluster name.")
+    cluster_id: str | None = Field(description="Id of the cluster the live state was read from.")
+    deletes_allowed: bool
+    changes: list[ChangeDoc] = Field(description="Every in-scope entity, sorted by entity.")
+    summary: SummaryDoc
+    unmanaged: int = Field(description="Live entities outside the scope, left alone.")
+    warnings: list[str]
+    violations: list[ViolationDoc] = Field(
+        default_factory=list, description="Guard-rail violations; apply refuses when any."
+    )
+    live_state_rpcs: dict[str, int] = Field(
+        description="RPCs made to read the live state, by API name."
+    )
+
+
+def _fallback_doc(fallback: Fallback | None) -> FallbackDoc | None:
+    if fallback is None:
+        return None
+    return FallbackDoc(
+        entity=fallback.entity.as_dict() if fallback.entity is not None else None,
+        value=fallback.value,
+        varies_by=fallback.varies_by,
+    )
+
+
+def _violation_doc(v: Violation) -> ViolationDoc:
+    return ViolationDoc(
+        kind=v.kind.value,
+        entity=v.entity.as_dict() if v.entity is not None else None,
+        key=v.key,
+        message=violation_message(v),
+        allow_flag=allow_flag(v.kind),
+        before=v.before,
+        after=v.after,
+        fallback_to=_fallback_doc(v.fallback),
+        limit=v.limit,
+        limit_name=v.limit_name,
+        deletes=v.deletes,
+        live=v.live,
+        declared_at=v.declared_at,
+        removed_keys=list(v.removed_keys),
+    )
+
+
+def plan_document(plan: Plan, review: PlanReview) -> PlanDocument:
+    """The JSON model of ``plan`` and its ``review``."""
+    summary = plan.summary
+
+    def key_doc(change: EntityChange, k: KeyChange) -> KeyChangeDoc:
+        fallback = review.fallbacks.get((change.entity, k.key))
+        return KeyChangeDoc(
+            key=k.key,
+            action=k.action.value,
+            before=k.before,
+            after=k.after,
+            fallback=fallback_text(fallback) if fallback is not None else None,
+            fallback_to=_fallback_doc(fallback),
+        )
+
+    return PlanDocument(
+        format_version=1,
+        cluster=plan.cluster,
+        cluster_id=plan.cluster_id,
+        deletes_allowed=review.deletes_allowed,
+        changes=[
+            ChangeDoc(
+                entity=c.entity.as_dict(),
+                action=c.action.value,
+                before=dict(sorted(c.before.items())),
+                after=dict(sorted(c.after.items())),
+                key_changes=[key_doc(c, k) for k in c.key_changes],
+                source=c.source,
+            )
+            for c in plan.changes
+        ],
+        summary=SummaryDoc.model_validate(
+            {
+                "create": summary.create,
+                "update": summary.update,
+                "delete": summary.delete,
+                "no-op": summary.no_op,
+            }
+        ),
+        unmanaged=plan.unmanaged,
+        warnings=plan_warnings(plan, review),
+        violations=[_violation_doc(v) for v in review.violations],
+        live_state_rpcs=dict(sorted(plan.rpc_counts.items())),
+    )
+
+
+def render_json(plan: Plan, review: PlanReview) -> str:
+    """The plan and its review as deterministic JSON (2-space indent, trailing newline)."""
+    data = plan_document(plan, review).model_dump(mode="json", by_alias=True)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+# ----------------------------------------------------------------- decoding
+
+
+def _fallback(key: str, doc: FallbackDoc | None) -> Fallback | None:
+    if doc is None:
+        return None
+    entity = Entity.from_mapping(doc.entity) if doc.entity is not None else None
+    return Fallback(key, entity, doc.value, doc.varies_by)
+
+
+def _violation(doc: ViolationDoc) -> Violation:
+    return Violation(
+        GuardKind(doc.kind),
+        Entity.from_mapping(doc.entity) if doc.entity is not None else None,
+        doc.key,
+        before=doc.before,
+        after=doc.after,
+        fallback=_fallback(doc.key or "", doc.fallback_to),
+        limit=doc.limit,
+        limit_name=doc.limit_name,
+        deletes=doc.deletes,
+        live=doc.live,
+        declared_at=doc.declared_at,
+        removed_keys=tuple(doc.removed_keys),
+    )
+
+
+def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
+    """The plan and the review a document was made from (the review's budget
+    holds only what the document records: whether deletes were allowed)."""
+    changes = tuple(
+        EntityChange(
+            entity=Entity.from_mapping(c.entity),
+            action=Action(c.action),
+            before=dict(c.before),
+            after=dict(c.after),
+            key_changes=tuple(
+                KeyChange(k.key, KeyAction(k.action), k.before, k.after) for k in c.key_changes
+            ),
+            source=c.source,
+        )
+        for c in doc.changes
+    )
+    blocked: tuple[Entity, ...] = ()
+    if not doc.deletes_allowed:
+        blocked = tuple(c.entity for c in changes if c.action is Action.DELETE)
+    note = blocked_deletes_warning(blocked) if blocked else None
+    plan = Plan(
+        cluster=doc.cluster,
+        cluster_id=doc.cluster_id,
+        changes=changes,
+        unmanaged=doc.unmanaged,
+        rpc_counts=dict(doc.live_state_rpcs),
+        warnings=tuple(w for w in doc.warnings if w != note),
+    )
+    fallbacks = {
+        (Entity.from_mapping(c.entity), k.key): fallback
+        for c in doc.changes
+        for k in c.key_changes
+        if (fallback := _fallback(k.key, k.fallback_to)) is not None
+    }
+    review = PlanReview(
+        budget=ChangeBudget(allow_deletes=doc.deletes_allowed),
+        fallbacks=fallbacks,
+        violations=tuple(_violation(v) for v in doc.violations),
+        blocked_deletes=blocked,
+    )
+    return plan, review

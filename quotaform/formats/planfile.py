@@ -1,0 +1,95 @@
+"""Saved plans: ``plan --out FILE`` writes one, ``apply FILE`` applies exactly it.
+
+Kafka has no compare-and-set for quotas, so a saved plan records the cluster id
+and the before-values of every entity it touches; before applying, apply
+describes those entities again and refuses when any of them moved since the
+plan (:func:`quotaform.cluster.apply.check_not_stale`).
+
+The file is the JSON plan (``schemas/plan.schema.json``) plus a ``checksum``:
+the SHA-256 of the canonical JSON of everything else, so a damaged or
+hand-edited file is refused instead of half-understood.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from quotaform.errors import PlanFileError
+from quotaform.formats.plan import PlanDocument, plan_document, plan_from_document
+from quotaform.plan.model import PLAN_FORMAT_VERSION, Plan
+from quotaform.plan.review import PlanReview
+
+__all__ = ["is_plan_file", "read_plan_file", "write_plan_file"]
+
+
+def _canonical(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def write_plan_file(plan: Plan, review: PlanReview, path: str | Path) -> None:
+    """Write ``plan`` and its ``review`` to ``path`` as JSON with a checksum (no
+    secrets: the plan holds entities, quota values and the cluster id only)."""
+    from quotaform import __version__
+
+    data = plan_document(plan, review).model_dump(mode="json", by_alias=True)
+    body = {"plan": data, "quotaform_version": __version__}
+    document = {**body, "checksum": hashlib.sha256(_canonical(body)).hexdigest()}
+    Path(path).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
+
+
+def is_plan_file(path: str | Path) -> bool:
+    """True when ``path`` is a file whose content is a JSON object (a saved
+    plan), as opposed to a YAML manifest or a directory."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(64).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"{")
+
+
+def read_plan_file(path: str | Path) -> tuple[Plan, PlanReview]:
+    """Load a saved plan and the review it was saved with.
+
+    Raises:
+        PlanFileError: unreadable, not JSON, checksum mismatch (damaged or
+            edited), a ``format_version`` this quotaform does not know (newer),
+            or content that does not match ``schemas/plan.schema.json``.
+    """
+    where = str(path)
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PlanFileError(f"cannot read plan file {where}: {exc.strerror}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanFileError(f"{where} is not a quotaform plan file (not JSON: {exc})") from exc
+    if not isinstance(document, dict) or "plan" not in document or "checksum" not in document:
+        raise PlanFileError(f"{where} is not a quotaform plan file (no plan and checksum)")
+    body = {k: v for k, v in document.items() if k != "checksum"}
+    plan_data = body.get("plan")
+    version = plan_data.get("format_version") if isinstance(plan_data, dict) else None
+    if isinstance(version, int) and version > PLAN_FORMAT_VERSION:
+        raise PlanFileError(
+            f"{where} has plan format_version {version}, written by quotaform "
+            f"{body.get('quotaform_version', '?')}; this quotaform reads version "
+            f"{PLAN_FORMAT_VERSION}: upgrade quotaform or plan again"
+        )
+    if hashlib.sha256(_canonical(body)).hexdigest() != document["checksum"]:
+        raise PlanFileError(
+            f"{where} is damaged or was edited (checksum mismatch): refusing to apply it; "
+            "plan again"
+        )
+    try:
+        doc = PlanDocument.model_validate(plan_data)
+    except ValidationError as exc:
+        raise PlanFileError(f"{where} is not a valid quotaform plan: {exc}") from exc
+    return plan_from_document(doc)

@@ -1,0 +1,76 @@
+"""The JSON Schemas of quotaform's file formats, checked in under ``schemas/``.
+
+``python -m quotaform.formats [DIR]`` rewrites them (sorted keys, 2-space
+indent, trailing newline); unit tests fail when a checked-in file is stale.
+
+* ``manifest.schema.json``: one manifest document (for editors).
+* ``plan.schema.json``: the JSON plan (``plan -o json``, saved plans).
+* ``drift.schema.json``: the JSON drift report (``drift -o json``).
+* ``apply.schema.json``: the JSON apply result (``apply -o json``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from quotaform.formats.apply import ApplyDocument
+from quotaform.formats.drift import DriftDocument
+from quotaform.formats.plan import PlanDocument
+from quotaform.manifest.schema import manifest_json_schema
+
+__all__ = ["SCHEMAS", "document_schema", "main", "render_schema"]
+
+_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def document_schema(model: type[BaseModel], name: str, title: str) -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of an output document model, ``$id``
+    ``https://quotaform.io/schemas/<name>``. Untidied: in output documents
+    null is meaningful (the default entity's name, an absent value)."""
+    schema = model.model_json_schema(by_alias=True, mode="serialization")
+    schema["$schema"] = _DRAFT
+    schema["$id"] = f"https://quotaform.io/schemas/{name}"
+    schema["title"] = title
+    return schema
+
+
+#: File name under ``schemas/`` -> the function producing it.
+SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "manifest.schema.json": manifest_json_schema,
+    "plan.schema.json": lambda: document_schema(PlanDocument, "plan.schema.json", "quotaform plan"),
+    "drift.schema.json": lambda: document_schema(
+        DriftDocument, "drift.schema.json", "quotaform drift report"
+    ),
+    "apply.schema.json": lambda: document_schema(
+        ApplyDocument, "apply.schema.json", "quotaform apply result"
+    ),
+}
+
+
+def render_schema(name: str) -> str:
+    """The schema file ``name`` as checked in.
+
+    Raises:
+        KeyError: ``name`` is not one of :data:`SCHEMAS`.
+    """
+    return json.dumps(SCHEMAS[name](), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write every schema into ``argv[0]`` (default ``schemas/``); returns 0."""
+    args = sys.argv[1:] if argv is None else argv
+    target = Path(args[0]) if args else Path("schemas")
+    target.mkdir(parents=True, exist_ok=True)
+    for name in SCHEMAS:
+        (target / name).write_text(render_schema(name), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

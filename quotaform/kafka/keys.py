@@ -1,0 +1,149 @@
+"""The one quota-key table: every client-quota key Kafka knows, with its rules.
+
+Source: ``QuotaConfig`` (server-common) for the keys, their ConfigDef types and
+entity types; ``ClientQuotaControlManager.validateQuotaKeyValue`` for the value
+rules; the quota managers (``ClientQuotaManager``, ``ClientRequestQuotaManager``,
+``ControllerMutationQuotaManager``, ``ConnectionQuotas``) for what "unlimited"
+means. The manifest's pydantic fields, the JSON Schema, the docs and the Spark
+transforms all derive from :data:`QUOTA_KEYS`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from quotaform.kafka.entity import CLIENT_ID, IP, USER
+
+__all__ = [
+    "INT_MAX",
+    "LONG_MAX",
+    "QUOTA_KEYS",
+    "KeySpec",
+    "ValueType",
+    "key_spec",
+    "keys_for",
+]
+
+INT_MAX = 2**31 - 1
+"""Integer.MAX_VALUE: the largest INT quota value, and the ip quota an address
+without any ``{ip}`` entity gets (unlimited, ``ConnectionQuotas``)."""
+LONG_MAX = 2**63 - 1
+"""Long.MAX_VALUE: the largest LONG quota value, and the bound a client without
+any matching entity gets (unlimited, ``ClientQuotaManager``)."""
+
+
+class ValueType(enum.Enum):
+    """How the controller checks a quota value (``QuotaConfig`` ConfigDef type)."""
+
+    LONG = "LONG"
+    INT = "INT"
+    DOUBLE = "DOUBLE"
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """One quota key.
+
+    Attributes:
+        key: the quota key, e.g. ``producer_byte_rate``.
+        value_type: LONG / INT values must be whole numbers (tolerance 1e-6 on the
+            controller); DOUBLE values may be fractional.
+        entity_types: entity types the key is valid for.
+        unit: unit of the value: ``bytes/s``, ``%`` (of one I/O + network
+            thread), ``mutations/s`` (partition mutations), ``connections/s``.
+        description: one sentence for the manifest schema and the docs.
+    """
+
+    key: str
+    value_type: ValueType
+    entity_types: frozenset[str]
+    unit: str
+    description: str
+
+    @property
+    def max_value(self) -> int | None:
+        """Largest accepted value (Long.MAX / Integer.MAX), ``None`` for DOUBLE."""
+        if self.value_type is ValueType.LONG:
+            return LONG_MAX
+        if self.value_type is ValueType.INT:
+            return INT_MAX
+        return None
+
+    @property
+    def unlimited(self) -> float:
+        """The bound a client gets when no entity sets the key, as the float the
+        broker uses: ``Integer.MAX_VALUE`` for ip keys (``ConnectionQuotas``),
+        ``Long.MAX_VALUE`` otherwise (``ClientQuotaManager``)."""
+        return float(INT_MAX if IP in self.entity_types else LONG_MAX)
+
+    def applies_to(self, entity_types: Iterable[str]) -> bool:
+        """Whether the key is valid for an entity of these types."""
+        return set(entity_types) <= self.entity_types
+
+
+_CLIENT = frozenset({USER, CLIENT_ID})
+_BYTE_FORMS = (
+    "A whole number of bytes/s, or a string with a unit: 512KiB, 10MiB, 1.5MB, 100kB, "
+    "optional '/s' (kB/MB/GB/TB/PB are powers of 1000, KiB/MiB/GiB/TiB/PiB powers of 1024)."
+)
+
+#: Every quota key quotaform manages, by name, in display order.
+QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
+    {
+        s.key: s
+        for s in (
+            KeySpec(
+                "producer_byte_rate",
+                ValueType.LONG,
+                _CLIENT,
+                "bytes/s",
+                f"Produce bandwidth, bytes/s per broker (LONG). {_BYTE_FORMS}",
+            ),
+            KeySpec(
+                "consumer_byte_rate",
+                ValueType.LONG,
+                _CLIENT,
+                "bytes/s",
+                "Fetch bandwidth, bytes/s per broker (LONG). Same forms as producer_byte_rate.",
+            ),
+            KeySpec(
+                "request_percentage",
+                ValueType.DOUBLE,
+                _CLIENT,
+                "%",
+                "Share of request-handler and network thread time, in % of one thread per "
+                'broker (DOUBLE): 150 or "150%" is 1.5 threads.',
+            ),
+            KeySpec(
+                "controller_mutation_rate",
+                ValueType.DOUBLE,
+                _CLIENT,
+                "mutations/s",
+                "Partition mutations (create/delete topic partitions) per second (DOUBLE, "
+                "fractions allowed), KIP-599.",
+            ),
+            KeySpec(
+                "connection_creation_rate",
+                ValueType.INT,
+                frozenset({IP}),
+                "connections/s",
+                "New connections per second from one IP, per broker (INT, whole numbers), "
+                "KIP-612. Valid for ip entities only.",
+            ),
+        )
+    }
+)
+
+
+def key_spec(key: str) -> KeySpec | None:
+    """The :class:`KeySpec` of ``key``, or ``None`` when Kafka has no such quota key."""
+    return QUOTA_KEYS.get(key)
+
+
+def keys_for(entity_types: Iterable[str]) -> tuple[str, ...]:
+    """The quota keys valid for an entity of these types, in table order."""
+    types = set(entity_types)
+    return tuple(k for k, s in QUOTA_KEYS.items() if types <= s.entity_types)

@@ -1,0 +1,476 @@
+"""Which quota a client really gets, from which entity, and which quota group.
+
+Resolution is **per quota key**: for each key the most specific level whose
+entity sets that key wins; values of different levels are never merged within
+one key, but different keys of one client may come from different levels.
+
+User / client-id keys, for a connection of user ``u`` with client id ``c``
+(``ClientQuotaManager``, its ``DefaultQuotaCallback``):
+
+====  ===================================  =====================
+level entity                               metric tags
+====  ===================================  =====================
+1     ``{user=u, client-id=c}``            ``(u, c)``
+2     ``{user=u, client-id=<default>}``    ``(u, c)``
+3     ``{user=u}``                         ``(u, "")``
+4     ``{user=<default>, client-id=c}``    ``(u, c)``
+5     ``{user=<default>, client-id=<default>}``  ``(u, c)``
+6     ``{user=<default>}``                 ``(u, "")``
+7     ``{client-id=c}``                    ``("", c)``
+8     ``{client-id=<default>}``            ``("", c)``
+====  ===================================  =====================
+
+The broker works in two steps, reproduced here exactly (:func:`resolve`):
+``quotaMetricTags`` picks the metric tags from the shapes that set the key on
+the broker (``quotaTypesEnabled``), then ``quotaLimit`` looks the quota up
+*from the tags*. With a non-empty client id that equals "the first of levels
+1-8 that sets the key, else unlimited (``Long.MAX_VALUE``)"; with an empty
+client id (a client that sent none) only ``{user=u}`` and
+``{user=<default>}`` can apply. Equal tags share one sensor: the *quota group*.
+
+ip keys (``ConnectionQuotas.connectionRateForIp``): ``{ip=a}`` (level 1),
+else ``{ip=<default>}`` (level 2), else unlimited (``Integer.MAX_VALUE``).
+
+Everything here is pure data and functions over
+``{Entity: {quota key: quota value}}`` maps (declared, live or planned state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, Shape
+from quotaform.kafka.keys import QUOTA_KEYS
+
+__all__ = [
+    "CLIENT_LEVELS",
+    "IP_LEVELS",
+    "Fallback",
+    "Level",
+    "MetricTags",
+    "Principal",
+    "QuotaIndex",
+    "Resolution",
+    "candidates",
+    "fallback",
+    "level_of",
+    "resolve",
+    "resolve_all",
+]
+
+Quotas = Mapping[str, float]
+Entries = Mapping[Entity, Quotas]
+"""``{entity: {quota key: quota value}}``: a whole quota configuration."""
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One rung of a precedence ladder.
+
+    Attributes:
+        number: 1-8 for user/client-id keys, 1-2 for ip keys (the note's and
+            the ``ClientQuotaManager`` comment's numbering).
+        template: ``((entity type, named), ...)`` in entity-type order:
+            ``named`` True stands for the connection's own name of that type,
+            False for the default entity. Level 2 is
+            ``(("user", True), ("client-id", False))``.
+        tag_types: the metric tags the broker sets when this level governs
+            (``("user", "client-id")``, ``("user",)``, ``("client-id",)`` or
+            ``("ip",)``); the other tags are empty.
+    """
+
+    number: int
+    template: tuple[tuple[str, bool], ...]
+    tag_types: tuple[str, ...]
+
+    @property
+    def types(self) -> Shape:
+        """The entity types of the level's entity (its shape)."""
+        return tuple(t for t, _ in self.template)
+
+    def entity_for(self, names: Mapping[str, str | None]) -> Entity | None:
+        """The level's entity for a connection with these names (entity type ->
+        name), or ``None`` when a name the level needs is unknown (``None``)."""
+        parts: list[tuple[str, str | None]] = []
+        for etype, named in self.template:
+            if named:
+                name = names.get(etype)
+                if name is None:
+                    return None
+                parts.append((etype, name))
+            else:
+                parts.append((etype, None))
+        return Entity(tuple(parts))
+
+    def pattern(self) -> str:
+        """``{user=U, client-id=<default>}``: the level with U / C / A standing
+        for the connection's own user, client id and address."""
+        placeholder = {USER: "U", CLIENT_ID: "C", IP: "A"}
+        inner = ", ".join(f"{t}={placeholder[t] if n else '<default>'}" for t, n in self.template)
+        return "{" + inner + "}"
+
+
+_U, _C = (USER, CLIENT_ID), (USER,)
+#: The 8 user/client-id levels, most specific first (KIP-55, ``ClientQuotaManager``).
+CLIENT_LEVELS: tuple[Level, ...] = (
+    Level(1, ((USER, True), (CLIENT_ID, True)), _U),
+    Level(2, ((USER, True), (CLIENT_ID, False)), _U),
+    Level(3, ((USER, True),), _C),
+    Level(4, ((USER, False), (CLIENT_ID, True)), _U),
+    Level(5, ((USER, False), (CLIENT_ID, False)), _U),
+    Level(6, ((USER, False),), _C),
+    Level(7, ((CLIENT_ID, True),), (CLIENT_ID,)),
+    Level(8, ((CLIENT_ID, False),), (CLIENT_ID,)),
+)
+#: The 2 ip levels (KIP-612, ``ConnectionQuotas``).
+IP_LEVELS: tuple[Level, ...] = (
+    Level(1, ((IP, True),), (IP,)),
+    Level(2, ((IP, False),), (IP,)),
+)
+
+# The broker's second step: quota lookup order by which tags are non-empty.
+_BY_TAGS: Mapping[tuple[bool, bool], tuple[Level, ...]] = MappingProxyType(
+    {
+        (True, True): tuple(CLIENT_LEVELS[i - 1] for i in (1, 2, 4, 5)),
+        (True, False): tuple(CLIENT_LEVELS[i - 1] for i in (3, 6)),
+        (False, True): tuple(CLIENT_LEVELS[i - 1] for i in (7, 8)),
+        (False, False): (),
+    }
+)
+_BY_TEMPLATE: Mapping[tuple[tuple[str, bool], ...], Level] = MappingProxyType(
+    {lvl.template: lvl for lvl in (*CLIENT_LEVELS, *IP_LEVELS)}
+)
+
+
+def level_of(entity: Entity) -> Level:
+    """The level an entity sits at (``{user=<default>}`` -> level 6).
+
+    Raises:
+        ValueError: the entity is not of a shape Kafka resolves.
+    """
+    template = tuple((t, n is not None) for t, n in entity.parts)
+    try:
+        return _BY_TEMPLATE[template]
+    except KeyError:
+        raise ValueError(
+            f"{entity.label()} is not a client-quota entity of a shape Kafka resolves"
+        ) from None
+
+
+def ladder_of(entity: Entity) -> tuple[Level, ...]:
+    """The ladder (:data:`CLIENT_LEVELS` or :data:`IP_LEVELS`) ``entity`` is on."""
+    return IP_LEVELS if IP in entity.types else CLIENT_LEVELS
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """A client connection as the broker sees it.
+
+    Attributes:
+        user: the user principal name without ``User:`` (``ANONYMOUS`` for
+            unauthenticated clients); ``None`` = unknown.
+        client_id: the ``client.id`` sent; ``""`` for a client that sent none
+            (the broker reads null as ``""``); ``None`` = unknown.
+        ip: the client's address (canonical text); set alone.
+
+    Raises:
+        ValueError: ``ip`` combined with ``user`` or ``client_id``.
+    """
+
+    user: str | None = None
+    client_id: str | None = None
+    ip: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.ip is not None and (self.user is not None or self.client_id is not None):
+            raise ValueError("an ip principal has no user or client-id")
+
+    @property
+    def is_ip(self) -> bool:
+        """True for an ip principal (ip keys apply), else user/client-id keys."""
+        return self.ip is not None
+
+    def names(self) -> dict[str, str | None]:
+        """``{entity type: name}``; an empty client id counts as no name (Kafka
+        rejects empty entity names, so no level can name it)."""
+        if self.is_ip:
+            return {IP: self.ip}
+        return {USER: self.user, CLIENT_ID: self.client_id or None}
+
+    def as_dict(self) -> dict[str, str | None]:
+        """``{"user": U, "client-id": C}`` or ``{"ip": A}`` (explain's JSON)."""
+        return {IP: self.ip} if self.is_ip else {USER: self.user, CLIENT_ID: self.client_id}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricTags:
+    """The tags of the broker's quota sensor for one key: the quota group.
+
+    ``""`` is an empty tag (left out of the MBean name); ``None`` a tag whose
+    value is not known (the principal's name was not given). Names are real
+    names, never ``<default>``.
+    """
+
+    user: str | None = ""
+    client_id: str | None = ""
+    ip: str | None = ""
+
+    def as_dict(self) -> dict[str, str | None]:
+        """``{"user": ..., "client-id": ...}`` or ``{"ip": ...}``."""
+        if self.ip:
+            return {IP: self.ip}
+        return {USER: self.user, CLIENT_ID: self.client_id}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What one principal gets for one quota key.
+
+    Attributes:
+        key: the quota key.
+        value: the effective quota value in the key's unit (bytes/s, %,
+            mutations/s, connections/s); ``None`` = unlimited.
+        level: the level of the entity the value comes from, ``None`` when
+            unlimited.
+        entity: that entity, ``None`` when unlimited.
+        tags: the metric tags of the quota group.
+        recorded: whether the broker keeps a sensor for it at all: false when
+            no entity of any shape sets the key (user/client-id), or when an ip
+            is unlimited (``ConnectionQuotas``).
+    """
+
+    key: str
+    value: float | None
+    level: Level | None
+    entity: Entity | None
+    tags: MetricTags
+    recorded: bool = True
+
+    @property
+    def unlimited(self) -> bool:
+        """No entity sets the key for this principal."""
+        return self.value is None
+
+    @property
+    def bound(self) -> float:
+        """The number the broker enforces: the value, or ``Long.MAX_VALUE`` /
+        ``Integer.MAX_VALUE`` when unlimited."""
+        return self.value if self.value is not None else QUOTA_KEYS[self.key].unlimited
+
+
+class QuotaIndex:
+    """A quota configuration indexed for resolution: per key, entity -> value,
+    and the shapes that set the key (the broker's ``quotaTypesEnabled`` mask).
+
+    Resolving a principal costs a few dictionary look-ups per key, whatever
+    the number of entries.
+
+    Args:
+        entries: ``{entity: {quota key: quota value}}``; keys that do not
+            apply to an entity's types are ignored, as
+            ``ClientQuotaMetadataManager`` ignores them.
+    """
+
+    def __init__(self, entries: Entries) -> None:
+        by_key: dict[str, dict[Entity, float]] = {k: {} for k in QUOTA_KEYS}
+        for entity, quotas in entries.items():
+            for key, value in quotas.items():
+                spec = QUOTA_KEYS.get(key)
+                if spec is not None and spec.applies_to(entity.types):
+                    by_key[key][entity] = float(value)
+        self._by_key = by_key
+        self._shapes = {k: frozenset(e.types for e in v) for k, v in by_key.items()}
+
+    def value(self, entity: Entity, key: str) -> float | None:
+        """The value ``entity`` sets for ``key``, ``None`` when it sets none."""
+        return self._by_key.get(key, {}).get(entity)
+
+    def shapes(self, key: str) -> frozenset[Shape]:
+        """The shapes of the entities that set ``key``."""
+        return self._shapes.get(key, frozenset())
+
+    def entities(self, key: str) -> Mapping[Entity, float]:
+        """Every entity that sets ``key``, with its value."""
+        return MappingProxyType(self._by_key.get(key, {}))
+
+
+def candidates(principal: Principal) -> tuple[tuple[Level, Entity], ...]:
+    """The entities that could give ``principal`` its quota, most specific
+    first: ``(level, entity)`` for each level whose names are known."""
+    names = principal.names()
+    ladder = IP_LEVELS if principal.is_ip else CLIENT_LEVELS
+    found = []
+    for level in ladder:
+        entity = level.entity_for(names)
+        if entity is not None:
+            found.append((level, entity))
+    return tuple(found)
+
+
+def _lookup(
+    index: QuotaIndex, levels: Iterable[Level], names: Mapping[str, str | None], key: str
+) -> tuple[Level, Entity, float] | None:
+    for level in levels:
+        entity = level.entity_for(names)
+        if entity is None:
+            continue
+        value = index.value(entity, key)
+        if value is not None:
+            return level, entity, value
+    return None
+
+
+def _client_tags(
+    index: QuotaIndex, principal: Principal, key: str
+) -> tuple[str | None, str | None]:
+    """Step 1, ``DefaultQuotaCallback.quotaMetricTags``: ``(user tag, client-id tag)``."""
+    user, client = principal.user, principal.client_id
+    mask = index.shapes(key)
+    if not mask or mask == {(CLIENT_ID,)}:
+        return "", client
+    if mask == {(USER,)}:
+        return user, ""
+    if mask == {(USER, CLIENT_ID)}:
+        return user, client
+    names = principal.names()
+    found = _lookup(index, CLIENT_LEVELS[:6], names, key)
+    if found is None:
+        return "", client
+    return (user, client) if CLIENT_ID in found[0].tag_types else (user, "")
+
+
+def resolve(index: QuotaIndex, principal: Principal, key: str) -> Resolution:
+    """What ``principal`` gets for ``key`` under the configuration ``index``.
+
+    For user/client-id keys this is the broker's two steps (module docstring):
+    the metric tags from the shapes that set the key, then the quota from the
+    tags. An unknown name (``None``) is treated as a name no entity names; its
+    tag is ``None``. For ip keys: ``{ip=a}``, else ``{ip=<default>}``, else
+    unlimited.
+
+    Raises:
+        KeyError: ``key`` is not a quota key.
+        ValueError: ``key`` does not apply to the principal (an ip key for a
+            user/client-id principal, or the other way round).
+    """
+    spec = QUOTA_KEYS[key]
+    if principal.is_ip != (IP in spec.entity_types):
+        raise ValueError(
+            f"{key} does not apply to {'ip' if principal.is_ip else 'client'} principals"
+        )
+    if principal.is_ip:
+        found = _lookup(index, IP_LEVELS, principal.names(), key)
+        tags = MetricTags(user="", client_id="", ip=principal.ip)
+        if found is None:
+            return Resolution(key, None, None, None, tags, recorded=False)
+        level, entity, value = found
+        return Resolution(key, value, level, entity, tags)
+    user_tag, client_tag = _client_tags(index, principal, key)
+    tags = MetricTags(user=user_tag, client_id=client_tag)
+    # Step 2, quotaLimit: the look-up order depends on which tags are non-empty
+    # (an unknown name is non-empty: some real name stands there).
+    order = _BY_TAGS[(user_tag != "", client_tag != "")]
+    recorded = bool(index.shapes(key))
+    found = _lookup(index, order, principal.names(), key)
+    if found is None:
+        return Resolution(key, None, None, None, tags, recorded=recorded)
+    level, entity, value = found
+    return Resolution(key, value, level, entity, tags, recorded=recorded)
+
+
+def resolve_all(index: QuotaIndex, principal: Principal) -> dict[str, Resolution]:
+    """:func:`resolve` for every quota key that applies to ``principal``, in
+    :data:`~quotaform.kafka.keys.QUOTA_KEYS` order."""
+    wanted = IP if principal.is_ip else USER
+    return {
+        key: resolve(index, principal, key)
+        for key, spec in QUOTA_KEYS.items()
+        if wanted in spec.entity_types
+    }
+
+
+# ------------------------------------------------------------------ removals
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """What clients get for a quota key once an entity's value for it is removed.
+
+    Attributes:
+        key: the quota key.
+        entity: the entity whose value applies instead; ``None`` when no level
+            sets the key: the clients are unlimited.
+        value: that entity's value (units of ``key``); ``None`` when unlimited,
+            or when ``entity`` is outside the scope that ``after`` covers, so
+            its value is not known (see :attr:`known`).
+        varies_by: an entity type (``client-id``) when a level between the
+            removed one and ``entity`` depends on that part of the connection:
+            the answer then holds for connections whose name of that type has
+            no quota of its own there; ``None`` when it holds for every
+            affected connection.
+    """
+
+    key: str
+    entity: Entity | None
+    value: float | None
+    varies_by: str | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        """No level sets the key: the clients are not throttled for it."""
+        return self.entity is None
+
+    @property
+    def known(self) -> bool:
+        """Whether the value is known (false: the fallback entity is outside the scope)."""
+        return self.entity is None or self.value is not None
+
+
+def fallback(
+    entity: Entity,
+    key: str,
+    after: Entries,
+    *,
+    in_scope: Callable[[Entity], bool] | None = None,
+) -> Fallback:
+    """Where the clients of ``entity`` fall for ``key`` once ``entity`` no
+    longer sets it, given ``after``, the quotas once the change is made.
+
+    The clients affected are those for whom ``entity`` was the most specific
+    level setting ``key``. Walking down the ladder from ``entity``'s level,
+    the first level entity that sets ``key`` in ``after`` is the fallback.
+    Levels that name a part the removed entity does not fix (removing
+    ``{user=u}``: ``{user=<default>, client-id=c}`` depends on ``c``) are
+    skipped, as if ``c`` had no quota of its own there, and the answer says so
+    (:attr:`Fallback.varies_by`). Walking down, only the client id is ever
+    unfixed: every level that depends on the user lies above those that do not.
+
+    Args:
+        entity: the entity losing ``key``.
+        key: the quota key.
+        after: every known entity's quotas after the change.
+        in_scope: whether ``after`` is complete for an entity (the manifests'
+            scope); the walk stops with an unknown value at the first level
+            entity outside it. ``None``: ``after`` is complete.
+
+    Raises:
+        ValueError: ``entity`` is not of a shape Kafka resolves.
+    """
+    ladder = ladder_of(entity)
+    start = level_of(entity)
+    names = {t: n for t, n in entity.parts if n is not None}
+    varies_by: str | None = None
+    for level in ladder[ladder.index(start) + 1 :]:
+        target = level.entity_for(names)
+        if target is None:
+            unfixed = next(t for t, named in level.template if named and t not in names)
+            varies_by = varies_by or unfixed
+            continue
+        quotas = after.get(target)
+        if quotas is not None and key in quotas:
+            return Fallback(key, target, float(quotas[key]), varies_by)
+        if in_scope is not None and not in_scope(target):
+            return Fallback(key, target, None, varies_by)
+    return Fallback(key, None, None, varies_by)

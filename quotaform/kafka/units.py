@@ -1,0 +1,307 @@
+"""Quota values as people write them and as Kafka stores them.
+
+Kafka carries every quota value as a float64 (``AlterClientQuotas`` /
+``DescribeClientQuotas``). Manifests may write them with units:
+
+==========================  ===============  =========================================
+quota key                   unit             accepted input
+==========================  ===============  =========================================
+producer_byte_rate          bytes/s          ``1048576``, ``"512KiB"``, ``"10MiB/s"``,
+consumer_byte_rate                           ``"1.5MB"``, ``"100kB"``
+request_percentage          % of one thread  ``150``, ``12.5``, ``"150%"``
+controller_mutation_rate    mutations/s      ``2.5``, ``"2.5"``
+connection_creation_rate    connections/s    ``20``, ``"20"`` (whole numbers only)
+==========================  ===============  =========================================
+
+Byte units: decimal SI ``kB``/``KB`` = 1000, ``MB`` = 10^6, ``GB`` = 10^9,
+``TB`` = 10^12, ``PB`` = 10^15; binary ``KiB`` = 1024, ``MiB`` = 1024^2,
+``GiB``, ``TiB``, ``PiB``; ``B`` = 1. Unit names are case-sensitive (``Mb``
+would be megabits, so it is rejected rather than guessed).
+
+The value rules mirror the controller's ``ClientQuotaControlManager.validateQuotaKeyValue``:
+the key must be known (``QuotaConfig``), the value greater than 0, LONG / INT
+keys take whole numbers no larger than Long.MAX_VALUE / Integer.MAX_VALUE.
+NaN and infinities are rejected here because the controller does not reliably
+reject them. YAML booleans are not numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+
+from quotaform.kafka.keys import QUOTA_KEYS, KeySpec, ValueType
+
+__all__ = [
+    "BYTE_UNITS",
+    "QuotaValueError",
+    "format_quota_value",
+    "parse_quota_value",
+    "render_raw",
+    "same_quotas",
+    "same_value",
+    "value_pattern",
+]
+
+#: Byte-rate units and their size in bytes (all exact).
+BYTE_UNITS: dict[str, int] = {
+    "B": 1,
+    "kB": 1000,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "TB": 1000**4,
+    "PB": 1000**5,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "TiB": 1024**4,
+    "PiB": 1024**5,
+}
+
+# Largest first: format_quota_value picks the first one that reads exactly.
+_BINARY_UNITS = (
+    ("PiB", 1024**5),
+    ("TiB", 1024**4),
+    ("GiB", 1024**3),
+    ("MiB", 1024**2),
+    ("KiB", 1024),
+)
+_DECIMAL_UNITS = (("PB", 1000**5), ("TB", 1000**4), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000))
+
+# The grammar of value strings, shared by the parser and the JSON Schema
+# patterns (which admit only what validates; the parser also reads a sign, to
+# say "must be greater than 0" rather than "not a number").
+_UNSIGNED = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
+_EXPONENT = r"([eE][+-]?[0-9]+)?"
+_PER_SECOND = r"(/\s*s)?"
+_NUMBER = rf"[+-]?{_UNSIGNED}"
+_BYTE_RATE_RE = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[A-Za-z]+)?\s*{_PER_SECOND}\s*$")
+_PERCENT_RE = re.compile(rf"^\s*(?P<num>{_NUMBER}{_EXPONENT})\s*%?\s*$")
+_PLAIN_RE = re.compile(rf"^\s*(?P<num>{_NUMBER}{_EXPONENT})\s*$")
+
+_BYTE_RATE_EXAMPLES = "examples: 1048576, 512KiB, 10MiB, 1.5MB"
+_JAVA_MAX_NAME = {ValueType.LONG: "Long.MAX_VALUE", ValueType.INT: "Integer.MAX_VALUE"}
+
+
+class QuotaValueError(ValueError):
+    """A quota key or value Kafka would reject, or text that is not a value.
+
+    Attributes:
+        key: the quota key being parsed.
+        raw: the input as given (``str``, ``int``, ``float``, or anything YAML produced).
+    """
+
+    def __init__(self, key: str, raw: object, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.raw = raw
+
+
+def render_raw(raw: object) -> str:
+    """``raw`` as it would read in YAML/JSON: ``"10MiBs"``, ``true``, ``null``, ``12``."""
+    if isinstance(raw, bool | type(None) | str):
+        return json.dumps(raw, ensure_ascii=False)
+    if isinstance(raw, int | float):
+        return repr(raw)
+    text = json.dumps(raw, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _spec(key: str, raw: object) -> KeySpec:
+    spec = QUOTA_KEYS.get(key)
+    if spec is None:
+        known = ", ".join(sorted(QUOTA_KEYS))
+        raise QuotaValueError(
+            key,
+            raw,
+            f'unknown quota key {key!r} (Kafka: "Invalid configuration key {key}"); '
+            f"known keys: {known}",
+        )
+    return spec
+
+
+def _to_decimal(spec: KeySpec, raw: object) -> Decimal:
+    """The exact value written, before range checks."""
+    key = spec.key
+    if isinstance(raw, bool):
+        # bool is an int subclass; YAML `true` is never meant as 1.
+        raise QuotaValueError(key, raw, f"{render_raw(raw)} is a boolean, not a number")
+    if isinstance(raw, int):
+        return Decimal(raw)
+    if isinstance(raw, float):
+        if not math.isfinite(raw):
+            raise QuotaValueError(key, raw, f"{raw!r} is not a finite number")
+        return Decimal(raw)
+    if not isinstance(raw, str):
+        raise QuotaValueError(key, raw, f"{render_raw(raw)} is not a number")
+
+    if spec.unit == "bytes/s":
+        m = _BYTE_RATE_RE.match(raw)
+        unit = m.group("unit") if m else None
+        if m is None or (unit is not None and unit not in BYTE_UNITS):
+            raise QuotaValueError(
+                key, raw, f"{render_raw(raw)} is not a byte rate ({_BYTE_RATE_EXAMPLES})"
+            )
+        return Decimal(m.group("num")) * BYTE_UNITS[unit or "B"]
+    if spec.unit == "%":
+        m = _PERCENT_RE.match(raw)
+        if m is None:
+            raise QuotaValueError(
+                key, raw, f'{render_raw(raw)} is not a percentage (examples: 150, 12.5, "25%")'
+            )
+        return Decimal(m.group("num"))
+    m = _PLAIN_RE.match(raw)
+    if m is None:
+        example = "20, 100" if spec.value_type is ValueType.INT else "2.5, 10"
+        raise QuotaValueError(key, raw, f"{render_raw(raw)} is not a number (examples: {example})")
+    return Decimal(m.group("num"))
+
+
+def parse_quota_value(key: str, raw: object) -> float:
+    """Parse one manifest value into the float64 Kafka stores.
+
+    Args:
+        key: a quota key from :data:`quotaform.kafka.keys.QUOTA_KEYS`.
+        raw: an ``int`` / ``float`` as YAML loads it, or a string: a byte rate with
+            an optional unit and ``/s`` suffix (``"10MiB"``, ``"1.5 MB/s"``) for
+            ``producer_byte_rate`` / ``consumer_byte_rate`` (bytes/s); a number with
+            an optional ``%`` for ``request_percentage`` (``"150%"`` is 1.5 I/O +
+            network threads); a plain number for ``controller_mutation_rate``
+            (mutations/s) and ``connection_creation_rate`` (connections/s).
+
+    Returns:
+        The value as a float, e.g. ``parse_quota_value("producer_byte_rate", "10MiB")
+        == 10485760.0``.
+
+    Raises:
+        QuotaValueError: (a ``ValueError``) unknown key; not a number / byte rate /
+            percentage (booleans included); NaN or infinite; not greater than 0;
+            a fractional value for a LONG / INT key (byte rates must be a whole
+            number of bytes/s after units are applied); larger than
+            Long.MAX_VALUE / Integer.MAX_VALUE (compared as float64, like the
+            controller). The rules are those of
+            ``ClientQuotaControlManager.validateQuotaKeyValue`` (KIP-546), made
+            stricter where the controller tolerates nonsense (NaN, +Inf, 1e-6
+            fractional slack).
+    """
+    spec = _spec(key, raw)
+    try:
+        exact = _to_decimal(spec, raw)
+    except InvalidOperation as exc:  # pragma: no cover - the regexes admit only decimals
+        raise QuotaValueError(key, raw, f"{render_raw(raw)} is not a number") from exc
+
+    shown = render_raw(raw)
+    if exact <= 0:
+        raise QuotaValueError(key, raw, f"{shown} must be greater than 0")
+    max_value = spec.max_value
+    if max_value is not None:
+        if exact != exact.to_integral_value():
+            if spec.unit == "bytes/s":
+                msg = f"{shown} is {exact.normalize():f} bytes/s: not a whole number of bytes/s"
+            else:
+                msg = f"{shown} must be a whole number of {spec.unit} (Kafka rejects fractions)"
+            raise QuotaValueError(key, raw, msg)
+        # Compared as float64, as the controller does (Java promotes the long):
+        # Long.MAX_VALUE itself arrives as 2^63 and is accepted there.
+        if float(exact) > float(max_value):
+            raise QuotaValueError(
+                key,
+                raw,
+                f"{shown} is too large: at most {max_value} {spec.unit} "
+                f"({_JAVA_MAX_NAME[spec.value_type]})",
+            )
+    value = float(exact)
+    if not math.isfinite(value):
+        raise QuotaValueError(key, raw, f"{shown} is too large for a float64")
+    return value
+
+
+def _plain_number(value: float) -> str:
+    # Whole floats print without ".0"; others use repr, the shortest text that
+    # parses back to the same float.
+    if value.is_integer():
+        return str(int(value))
+    return repr(value)
+
+
+def _exact_in_unit(value: int, size: int) -> str | None:
+    """``value / size`` with at most two decimals, when that is exact and >= 1."""
+    if value < size or (value * 100) % size:
+        return None
+    hundredths = value * 100 // size
+    whole, frac = divmod(hundredths, 100)
+    if frac == 0:
+        return str(whole)
+    return f"{whole}.{frac:02d}".rstrip("0")
+
+
+def format_quota_value(key: str, value: float) -> str:
+    """A readable form of a stored quota value that parses back to ``value``.
+
+    Rules (deterministic, and ``parse_quota_value(key, format_quota_value(key, v)) == v``
+    for every valid ``v``):
+
+    * byte rates (bytes/s) below 1000, fractional or not: the plain number
+      (``512``).
+    * other whole byte rates: the largest binary unit in which the value is exact
+      with at most two decimals (``10485760`` -> ``10MiB``, ``1536`` ->
+      ``1.5KiB``, ``1310720`` -> ``1.25MiB``), else the largest decimal SI unit
+      under the same rule (``1000000`` -> ``1MB``, ``1500`` -> ``1.5kB``), else
+      the plain number of bytes (``1234567``). No thousands separators, so the
+      text can be pasted back into a manifest.
+    * ``request_percentage``: the number with ``%`` (``150%``, ``12.5%``).
+    * everything else: the plain number (``2.5``, ``20``).
+
+    Plain numbers print whole floats without ``.0`` and others with Python's
+    shortest round-tripping ``repr``. Keys unknown to quotaform (a newer broker's)
+    are formatted as plain numbers; NaN and infinities as ``nan`` / ``inf``.
+    """
+    if not math.isfinite(value):
+        return repr(value)
+    spec = QUOTA_KEYS.get(key)
+    if spec is not None and spec.unit == "bytes/s" and value.is_integer() and value >= 1000:
+        whole = int(value)
+        for units in (_BINARY_UNITS, _DECIMAL_UNITS):
+            for name, size in units:
+                shown = _exact_in_unit(whole, size)
+                if shown is not None:
+                    return f"{shown}{name}"
+        return str(whole)
+    if spec is not None and spec.unit == "%":
+        return f"{_plain_number(value)}%"
+    return _plain_number(value)
+
+
+def value_pattern(key: str) -> str:
+    """The JSON Schema ``pattern`` of a value string for ``key``: exactly the
+    strings :func:`parse_quota_value` can accept (before range checks).
+
+    Raises:
+        KeyError: ``key`` is not in :data:`~quotaform.kafka.keys.QUOTA_KEYS`.
+    """
+    spec = QUOTA_KEYS[key]
+    if spec.unit == "bytes/s":
+        units = "|".join(BYTE_UNITS)
+        return rf"^\s*{_UNSIGNED}\s*({units})?\s*{_PER_SECOND}\s*$"
+    if spec.unit == "%":
+        return rf"^\s*{_UNSIGNED}{_EXPONENT}\s*%?\s*$"
+    if spec.value_type is ValueType.INT:
+        return r"^\s*\+?[0-9]+\s*$"
+    return rf"^\s*{_UNSIGNED}{_EXPONENT}\s*$"
+
+
+def same_value(a: float, b: float) -> bool:
+    """Whether two quota values are the same to Kafka: values travel as float64,
+    so ``1048576`` (a YAML int) and ``1048576.0`` (from the wire) are equal.
+    The one equality every comparison of quota values uses."""
+    return float(a) == float(b)
+
+
+def same_quotas(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
+    """Whether two ``{quota key: quota value}`` maps set the same keys to the
+    same values (:func:`same_value`)."""
+    return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)

@@ -1,0 +1,294 @@
+"""One manifest document: read from YAML, validated by the models, with line
+numbers for every problem.
+
+Lines come from ruamel.yaml's node trees (:mod:`quotaform.manifest.yamlsource`),
+which remember where each key and item was written; pydantic's error locations
+are walked down that tree. A document that fails validation keeps the parts
+that validate on their own (:func:`_salvage`), so the set-level checks of
+:mod:`quotaform.manifest.loader` still report on them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import Node
+
+from quotaform.errors import ManifestProblem
+from quotaform.kafka.units import render_raw
+from quotaform.manifest.files import find_manifest_files
+from quotaform.manifest.models import (
+    ALL_CLUSTERS,
+    ChangeBudgetSpec,
+    ManifestDocument,
+    ProtectEntry,
+    QuotaEntry,
+    QuotaValues,
+    ScopeEntry,
+)
+from quotaform.manifest.yamlsource import Loc, compose_documents, describe_yaml_error, locate
+from quotaform.plan.state import SourceLocation
+
+__all__ = ["Document", "read_set"]
+
+
+def _yaml_problem(path: str, exc: YAMLError) -> ManifestProblem:
+    line, message = describe_yaml_error(exc)
+    return ManifestProblem(path, line, "(yaml)", message)
+
+
+def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tuple[Any, Node]]:
+    """``(plain data, node)`` of each non-empty document
+    (:func:`quotaform.manifest.yamlsource.compose_documents`); read and YAML errors
+    become problems."""
+    display = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(ManifestProblem(display, None, "(file)", f"not UTF-8 text: {exc.reason}"))
+        return
+    except OSError as exc:
+        problems.append(ManifestProblem(display, None, "(file)", f"cannot read: {exc.strerror}"))
+        return
+    try:
+        yield from compose_documents(text)
+    except YAMLError as exc:
+        problems.append(_yaml_problem(display, exc))
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The model class whose fields live at ``loc`` (for "allowed fields" hints)."""
+    model: type[BaseModel] | None = ManifestDocument
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        annotation = None
+        for name, info in model.model_fields.items():
+            if part in (name, info.alias):
+                annotation = info.annotation
+        model = _unwrap_model(annotation)
+    return model
+
+
+def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (list, Union, UnionType):
+        for arg in get_args(annotation):
+            found = _unwrap_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _suggest(word: object, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(word), choices, n=1)
+    return f"did you mean {close[0]}? " if close else ""
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """A reader's message for one pydantic error."""
+    kind = error["type"]
+    loc: Loc = tuple(error["loc"])
+    given = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        name = loc[-1]
+        model = _model_at(loc[:-1])
+        allowed = _field_names(model) if model is not None else []
+        if model is QuotaValues:
+            return (
+                f"unknown quota key {str(name)!r}: {_suggest(name, allowed)}Kafka rejects it "
+                f'("Invalid configuration key {name}"); known keys: {", ".join(allowed)}'
+            )
+        hint = _suggest(name, allowed)
+        return f"unknown field {str(name)!r}: {hint}allowed: {', '.join(allowed)}"
+    if kind == "literal_error":
+        return f"expected {ctx.get('expected')}, got {render_raw(given)}"
+    if kind in ("too_short", "string_too_short"):
+        return "must not be empty"
+    expected = {
+        "string_type": "a string",
+        "bool_type": "true or false",
+        "list_type": "a list",
+        "dict_type": "a mapping",
+        "model_type": "a mapping",
+        "model_attributes_type": "a mapping",
+    }.get(kind)
+    if expected is not None:
+        return f"expected {expected}, got {render_raw(given)}"
+    return f"{error['msg']} (got {render_raw(given)})"
+
+
+# ----------------------------------------------------------------- documents
+
+
+@dataclass
+class Document:
+    """One manifest document and the parts of it that validated.
+
+    ``budget`` maps the YAML names of ``spec.changeBudget`` (``maxDeletes``,
+    ...) to their values, for the set-level agreement check."""
+
+    path: str
+    root: Any  # plain data
+    node: Node  # the same document's node tree, for line numbers
+    clusters: tuple[str, ...] | None = None  # None: not known (metadata invalid)
+    shared: bool = False  # named by metadata.clusters rather than metadata.cluster
+    cluster_id: str | None = None
+    scope: list[ScopeEntry] | None = None  # None: not declared
+    scope_valid: bool = True
+    allow_deletes: bool | None = None  # None: not set here
+    quotas: list[tuple[int, QuotaEntry]] = field(default_factory=list)
+    protect: list[tuple[int, ProtectEntry]] = field(default_factory=list)
+    budget: dict[str, float | int] = field(default_factory=dict)  # YAML name -> value
+
+    def locate(self, *loc: int | str) -> tuple[int | None, str]:
+        return locate(self.node, loc)
+
+    def problem(self, message: str, *loc: int | str) -> ManifestProblem:
+        line, path = self.locate(*loc)
+        return ManifestProblem(self.path, line, path, message)
+
+    def source(self, *loc: int | str) -> SourceLocation:
+        line, _ = self.locate(*loc)
+        return SourceLocation(self.path, line or 1)
+
+    @property
+    def clusters_loc(self) -> tuple[str, str]:
+        return ("metadata", "clusters" if self.shared else "cluster")
+
+    def applies_to(self, cluster: str) -> bool:
+        """Whether this document is part of ``cluster``'s set."""
+        names = self.clusters or ()
+        return cluster in names or (self.shared and ALL_CLUSTERS in names)
+
+
+def _budget_values(spec: ChangeBudgetSpec) -> dict[str, float | int]:
+    return {
+        info.alias or name: getattr(spec, name)
+        for name, info in ChangeBudgetSpec.model_fields.items()
+        if name in spec.model_fields_set
+    }
+
+
+def _salvage(doc: Document, plain: dict[Any, Any]) -> None:
+    """After a failed validation, keep whatever parts validate on their own so
+    set-level checks (duplicates, scope, cluster) still report on them."""
+
+    def valid(model: type[BaseModel], value: Any) -> Any:
+        try:
+            return model.model_validate(value)
+        except ValidationError:
+            return None
+
+    metadata = plain.get("metadata")
+    if isinstance(metadata, dict):
+        # Taken field by field: a bad label must not hide a cluster mismatch.
+        cluster, clusters = metadata.get("cluster"), metadata.get("clusters")
+        if isinstance(cluster, str) and cluster and clusters is None:
+            doc.clusters = (cluster,)
+        elif (
+            isinstance(clusters, list)
+            and clusters
+            and all(isinstance(c, str) and c for c in clusters)
+            and cluster is None
+        ):
+            doc.clusters, doc.shared = tuple(clusters), True
+        if isinstance(metadata.get("clusterId"), str) and metadata["clusterId"]:
+            doc.cluster_id = metadata["clusterId"]
+    spec = plain.get("spec")
+    if not isinstance(spec, dict):
+        doc.scope_valid = "spec" not in plain
+        return
+    if isinstance(spec.get("allowDeletes"), bool):
+        doc.allow_deletes = spec["allowDeletes"]
+    scope = spec.get("scope")
+    if "scope" in spec:
+        entries = [valid(ScopeEntry, e) for e in scope] if isinstance(scope, list) else [None]
+        doc.scope = [e for e in entries if e is not None]
+        doc.scope_valid = bool(entries) and all(e is not None for e in entries)
+    for key, model, target in (
+        ("quotas", QuotaEntry, doc.quotas),
+        ("protect", ProtectEntry, doc.protect),
+    ):
+        raw_list = spec.get(key)
+        if isinstance(raw_list, list):
+            for index, raw in enumerate(raw_list):
+                entry = valid(model, raw)
+                if entry is not None:
+                    target.append((index, entry))
+    budget = spec.get("changeBudget")
+    if isinstance(budget, dict):
+        for name, value in budget.items():
+            part = valid(ChangeBudgetSpec, {name: value})
+            if part is not None:
+                doc.budget.update(_budget_values(part))
+
+
+def _parse_document(
+    path: str, root: Any, node: Node, problems: list[ManifestProblem]
+) -> Document | None:
+    if not isinstance(root, dict):
+        what = "a list" if isinstance(root, list) else f"{render_raw(root)}"
+        line = node.start_mark.line + 1 if isinstance(root, list) else None
+        problems.append(
+            ManifestProblem(
+                path,
+                line,
+                "(document)",
+                f"a manifest document must be a mapping with apiVersion, kind, metadata "
+                f"and spec; got {what}",
+            )
+        )
+        return None
+    doc = Document(path, root, node)
+    plain = root
+    try:
+        model = ManifestDocument.model_validate(plain)
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.append(doc.problem(_message(error), *error["loc"]))
+        _salvage(doc, plain)
+        return doc
+    doc.clusters = model.metadata.names
+    doc.shared = model.metadata.clusters is not None
+    doc.cluster_id = model.metadata.cluster_id
+    doc.scope = model.spec.scope
+    if "allow_deletes" in model.spec.model_fields_set:
+        doc.allow_deletes = model.spec.allow_deletes
+    doc.quotas = list(enumerate(model.spec.quotas))
+    doc.protect = list(enumerate(model.spec.protect or ()))
+    if model.spec.change_budget is not None:
+        doc.budget = _budget_values(model.spec.change_budget)
+    return doc
+
+
+def read_set(paths: Sequence[str | Path], problems: list[ManifestProblem]) -> list[Document]:
+    """Every non-empty document of every file of the set, in file order; read,
+    YAML and per-document validation problems go to ``problems``."""
+    docs: list[Document] = []
+    for file in find_manifest_files(paths, problems):
+        for root, node in _read_documents(file, problems):
+            doc = _parse_document(str(file), root, node, problems)
+            if doc is not None:
+                docs.append(doc)
+    if not docs and not problems:
+        where = str(paths[0]) if paths else "(no paths given)"
+        problems.append(ManifestProblem(where, None, "(file)", "no manifest documents found"))
+    return docs

@@ -1,0 +1,87 @@
+"""The review of a plan, computed beside it: what every removed key falls back
+to, and whether the plan may be applied as it stands.
+
+:func:`review_plan` is pure. The plan stays plain data; apply, the renderers
+and the saved-plan format read the :class:`PlanReview` next to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from quotaform.kafka.entity import Entity
+from quotaform.kafka.resolution import Fallback, fallback
+from quotaform.plan.guards import Violation, check_guards
+from quotaform.plan.model import Action, KeyAction, Plan
+from quotaform.plan.state import ChangeBudget, DesiredState
+
+__all__ = ["PlanReview", "removal_fallbacks", "review_plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReview:
+    """The verdicts on one plan.
+
+    Attributes:
+        budget: the budget the plan was judged by (resolved: the flags over
+            the manifests' ``spec.allowDeletes`` / ``spec.changeBudget``).
+        fallbacks: for every removed key (key removals of updates, every key
+            of a delete), what its clients get instead, by ``(entity, key)``,
+            in plan order.
+        violations: guard-rail violations; apply refuses a plan with any.
+        blocked_deletes: entities the plan deletes while deletes are not
+            allowed; apply refuses a plan with any.
+    """
+
+    budget: ChangeBudget
+    fallbacks: Mapping[tuple[Entity, str], Fallback]
+    violations: tuple[Violation, ...] = ()
+    blocked_deletes: tuple[Entity, ...] = ()
+
+    @property
+    def deletes_allowed(self) -> bool:
+        """Whether the budget allows deletes."""
+        return bool(self.budget.allow_deletes)
+
+    @property
+    def refused(self) -> bool:
+        """Whether apply must refuse the plan as it stands."""
+        return bool(self.violations or self.blocked_deletes)
+
+
+def removal_fallbacks(plan: Plan, desired: DesiredState) -> dict[tuple[Entity, str], Fallback]:
+    """For every quota key ``plan`` removes: where its clients fall, per
+    :func:`~quotaform.kafka.resolution.fallback` on the state after the plan,
+    with the manifests' scope bounding what is known. Ordered like the plan."""
+    after = plan.after_state()
+    return {
+        (change.entity, kc.key): fallback(
+            change.entity, kc.key, after, in_scope=desired.scope.contains
+        )
+        for change in plan.changes
+        for kc in change.key_changes
+        if kc.action is KeyAction.REMOVE
+    }
+
+
+def review_plan(plan: Plan, desired: DesiredState, flags: ChangeBudget | None = None) -> PlanReview:
+    """Judge ``plan`` (made from ``desired``) by the manifests' budget with
+    ``flags`` (one run's ``--allow-*`` / ``--max-*``) over it.
+
+    Returns:
+        The fallbacks of removed keys, the guard-rail violations
+        (:func:`~quotaform.plan.guards.check_guards`) and the deletes that are
+        not allowed.
+    """
+    budget = (flags or ChangeBudget()).over(desired.budget).resolved()
+    fallbacks = removal_fallbacks(plan, desired)
+    blocked: tuple[Entity, ...] = ()
+    if not budget.allow_deletes:
+        blocked = tuple(c.entity for c in plan.changes if c.action is Action.DELETE)
+    return PlanReview(
+        budget=budget,
+        fallbacks=fallbacks,
+        violations=tuple(check_guards(plan, desired, budget, fallbacks)),
+        blocked_deletes=blocked,
+    )

@@ -1,0 +1,143 @@
+"""How verdicts read: the one place guard-rail violations, fallbacks and
+blocked deletes become sentences, and where the command-line flag that allows
+each kind of violation is spelled.
+
+Every renderer (text, markdown, JSON messages) and every refusal error words
+them through these functions, so the same verdict always reads the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity
+from quotaform.kafka.resolution import Fallback
+from quotaform.kafka.units import format_quota_value
+from quotaform.plan.guards import GuardKind, Violation
+
+__all__ = [
+    "ALLOW_FLAGS",
+    "allow_flag",
+    "blocked_deletes_warning",
+    "fallback_text",
+    "violation_line",
+    "violation_message",
+]
+
+#: The command-line flag that allows each kind of violation (``None``: nothing does).
+ALLOW_FLAGS: Mapping[GuardKind, str | None] = {
+    GuardKind.PROTECTED: None,
+    GuardKind.PREVENT_DESTROY: None,
+    GuardKind.MASS_DELETE: "--allow-mass-delete",
+    GuardKind.DEFAULT_REMOVAL: "--allow-default-removal",
+    GuardKind.RELAX: "--allow-relax",
+}
+_PLURAL = {USER: "users", CLIENT_ID: "client ids", IP: "addresses"}
+
+
+def allow_flag(kind: GuardKind) -> str | None:
+    """The flag that allows ``kind`` (``--allow-relax``), ``None`` for protection."""
+    return ALLOW_FLAGS[kind]
+
+
+def fallback_text(fallback: Fallback) -> str:
+    """``falls back to user=<default> (1MiB)``, ``unlimited``, ``falls back to
+    ... if that sets it (outside the manifests' scope: not known here)``, with
+    ``for client ids without their own quota`` when it depends on the client id."""
+    if fallback.entity is None:
+        text = "unlimited"
+    elif fallback.value is None:
+        text = (
+            f"falls back to {fallback.entity.label()} if that sets it (outside the "
+            "manifests' scope: not known here)"
+        )
+    else:
+        value = format_quota_value(fallback.key, fallback.value)
+        text = f"falls back to {fallback.entity.label()} ({value})"
+    if fallback.varies_by is not None:
+        text += f" for {_PLURAL[fallback.varies_by]} without their own quota"
+    return text
+
+
+def _factor(ratio: float) -> str:
+    return f"{ratio:,.0f}x" if ratio >= 1000 else f"{ratio:.3g}x"
+
+
+def _label(entity: Entity | None) -> str:
+    return entity.label() if entity is not None else "(the plan)"
+
+
+def _relax(v: Violation) -> str:
+    assert v.key is not None and v.before is not None and v.limit is not None
+    label = _label(v.entity)
+    old = format_quota_value(v.key, v.before)
+    budget = f"more than the budget's {_factor(v.limit)} (maxRelaxFactor)"
+    if v.fallback is None:
+        assert v.after is not None
+        new = format_quota_value(v.key, v.after)
+        return (
+            f"{v.key} of {label} rises from {old} to {new}: {_factor(v.after / v.before)}, {budget}"
+        )
+    to = fallback_text(v.fallback)
+    ratio = v.ratio
+    if ratio is not None:
+        what = f"{to}: {_factor(ratio)}, {budget}"
+    elif v.fallback.unlimited:
+        what = f"its clients become {to}"
+    else:
+        what = f"{to}, so the rise cannot be checked"
+    return f"removing {v.key} ({old}) from {label}: {what}"
+
+
+def violation_message(v: Violation) -> str:
+    """One sentence naming the entity, key and numbers of a violation."""
+    label = _label(v.entity)
+    if v.kind is GuardKind.MASS_DELETE:
+        if v.limit_name == "maxDeleteFraction":
+            assert v.deletes is not None and v.live and v.limit is not None
+            return (
+                f"the plan deletes {v.deletes} of {v.live} live in-scope entities "
+                f"({v.deletes / v.live:.0%}), more than the budget of {v.limit:.0%} "
+                "(maxDeleteFraction)"
+            )
+        return (
+            f"the plan deletes {v.deletes} entities, more than the budget of "
+            f"{v.limit:g} (maxDeletes)"
+        )
+    if v.kind is GuardKind.PROTECTED:
+        return (
+            f"{label} is protected ({v.declared_at}) and would be deleted: declare its quotas "
+            "again, or remove the protection in a reviewed change first"
+        )
+    if v.kind is GuardKind.PREVENT_DESTROY:
+        return (
+            f"{label} has preventDestroy ({v.declared_at}) and would lose {v.key}: "
+            "keep the key in the manifest, or drop preventDestroy in a reviewed change first"
+        )
+    if v.kind is GuardKind.DEFAULT_REMOVAL:
+        if v.key is None:
+            return (
+                f"deleting the default entity {label} ({', '.join(v.removed_keys)}): every "
+                "client that relies on it falls back to a less specific level or is unlimited"
+            )
+        return f"removing {v.key} from the default entity {label}"
+    return _relax(v)
+
+
+def violation_line(v: Violation) -> str:
+    """The message with what allows it: ``... (pass --allow-relax to allow)`` or
+    ``... (no flag overrides this)``."""
+    flag = allow_flag(v.kind)
+    if flag is None:
+        return f"{violation_message(v)} (no flag overrides this)"
+    return f"{violation_message(v)} (pass {flag} to allow)"
+
+
+def blocked_deletes_warning(entities: Sequence[Entity]) -> str:
+    """The warning a plan carries when it deletes while deletes are not allowed."""
+    n = len(entities)
+    return (
+        f"{n} entit{'y' if n == 1 else 'ies'} in scope would be "
+        "deleted, but deletes are not allowed: apply will refuse "
+        "(set spec.allowDeletes: true or pass --allow-deletes)"
+    )

@@ -1,0 +1,1 @@
+"""Conformance data shared by every engine that implements a Kafka rule."""

@@ -1,0 +1,92 @@
+"""Builders of plan inputs shared by the unit tests: desired and live states,
+plans and their reviews, without YAML or a broker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from quotaform.kafka.entity import SHAPES, Entity
+from quotaform.plan.diff import compute_plan
+from quotaform.plan.model import Plan
+from quotaform.plan.review import PlanReview, review_plan
+from quotaform.plan.state import (
+    ChangeBudget,
+    DesiredEntity,
+    DesiredState,
+    LiveState,
+    Scope,
+    ScopeRule,
+    SourceLocation,
+)
+
+Quotas = Mapping[Entity, Mapping[str, float]]
+
+#: A scope owning every shape, defaults included.
+ALL_SHAPES = Scope.build(ScopeRule.build(shape) for shape in SHAPES)
+
+
+def desired_state(
+    entities: Quotas,
+    *,
+    cluster: str = "test",
+    cluster_id: str | None = None,
+    scope: Scope = ALL_SHAPES,
+    allow_deletes: bool = False,
+    budget: ChangeBudget | None = None,
+    prevent_destroy: Iterable[Entity] = (),
+    protected: Mapping[Entity, SourceLocation] | None = None,
+    path: str = "m.yaml",
+    first_line: int = 1,
+    line_step: int = 1,
+    warnings: Iterable[str] = (),
+) -> DesiredState:
+    """A desired state declaring ``entities``, each at ``path:line`` with lines
+    ``first_line``, ``first_line + line_step``, ... in the given order."""
+    guarded = set(prevent_destroy)
+    declared = budget or ChangeBudget()
+    if allow_deletes:
+        declared = ChangeBudget(allow_deletes=True).over(declared)
+    return DesiredState.build(
+        cluster=cluster,
+        cluster_id=cluster_id,
+        scope=scope,
+        entities=[
+            DesiredEntity(
+                e, dict(q), e in guarded, SourceLocation(path, first_line + line_step * i)
+            )
+            for i, (e, q) in enumerate(entities.items())
+        ],
+        warnings=warnings,
+        protected=protected,
+        budget=declared,
+    )
+
+
+def live_state(
+    entities: Quotas,
+    *,
+    cluster_id: str | None = None,
+    unmanaged_by_shape: Mapping[str, int] | None = None,
+    rpc_counts: Mapping[str, int] | None = None,
+) -> LiveState:
+    """A live state holding ``entities``."""
+    return LiveState(
+        entities={e: dict(q) for e, q in entities.items()},
+        unmanaged_by_shape=dict(unmanaged_by_shape or {}),
+        cluster_id=cluster_id,
+        rpc_counts=dict(rpc_counts or {}),
+    )
+
+
+def plan_of(desired: DesiredState, live: LiveState | Quotas) -> Plan:
+    """The plan from ``live`` (a state, or just its entities) to ``desired``."""
+    state = live if isinstance(live, LiveState) else live_state(live)
+    return compute_plan(desired, state)
+
+
+def reviewed(
+    desired: DesiredState, live: LiveState | Quotas, flags: ChangeBudget | None = None
+) -> tuple[Plan, PlanReview]:
+    """The plan and its review (``flags`` over the desired state's budget)."""
+    plan = plan_of(desired, live)
+    return plan, review_plan(plan, desired, flags)
