@@ -11,15 +11,13 @@ import logging
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
 from quotaform import __version__
-from quotaform.errors import QuotaformError
+from quotaform.cli.output import make_console, say
+from quotaform.errors import EXIT_OK, QuotaformError
 
 __all__ = ["app", "main"]
-
-_stderr = Console(stderr=True)
 
 
 class _QuotaformGroup(TyperGroup):
@@ -29,9 +27,7 @@ class _QuotaformGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except QuotaformError as exc:
-            _stderr.print(
-                f"[bold red]Error:[/] {exc}", highlight=False, markup=True, soft_wrap=True
-            )
+            say(make_console(stderr=True), str(exc), style="bold red", prefix="Error: ")
             raise typer.Exit(exc.exit_code) from None
 
 
@@ -48,7 +44,7 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"quotaform {__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
 
 
 @app.callback()

@@ -33,7 +33,7 @@ from quotaform.cli.options import (
     Output,
     budget_flags,
 )
-from quotaform.cli.output import OutputFormat, emit
+from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cli.plan import print_plan
 from quotaform.cluster.apply import ApplyResult, ApplyStatus, apply_plan, check_not_stale
 from quotaform.cluster.connect import connect
@@ -67,6 +67,7 @@ EXIT_BY_STATUS = {
     ApplyStatus.NOTHING_TO_DO: EXIT_OK,
     ApplyStatus.APPLIED: EXIT_OK,
     ApplyStatus.REJECTED: EXIT_ERROR,
+    ApplyStatus.NOTHING_APPLIED: EXIT_ERROR,
     ApplyStatus.PARTIAL: EXIT_PARTIAL,
     ApplyStatus.NOT_CONVERGED: EXIT_NOT_CONVERGED,
 }
@@ -76,8 +77,7 @@ def _confirm(console: Console) -> bool:
     console.print(
         "\nDo you want to perform these actions?\n"
         "  quotaform will perform the actions described above.\n"
-        "  Only 'yes' will be accepted to approve.\n",
-        highlight=False,
+        "  Only 'yes' will be accepted to approve.\n"
     )
     answer: str = typer.prompt("  Enter a value", default="", show_default=False)
     return answer.strip() == "yes"
@@ -156,8 +156,8 @@ def apply(
     cancelled, bad plan file), 3 partial failure, 4 read-back did not match in time,
     5 the saved plan is stale (the cluster changed since it was made).
     """
-    console = Console()
-    err = Console(stderr=True)
+    console = make_console()
+    err = make_console(stderr=True)
     saved = len(manifests) == 1 and is_plan_file(manifests[0])
     flags = budget_flags(
         allow_deletes=allow_deletes,
@@ -190,7 +190,7 @@ def apply(
             return
         refuse_unless_allowed(review)
         if not saved and not auto_approve and not _confirm(console):
-            err.print("Apply cancelled.", style="bold red")
+            say(err, "Apply cancelled.", style="bold red")
             raise typer.Exit(EXIT_ERROR)
         with _progress(err) as on_progress:
             result = apply_plan(

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from quotaform.cli.options import BootstrapServer, CommandConfig
+from quotaform.cli.output import make_console, say
 from quotaform.cluster.connect import connect
 from quotaform.cluster.wire.connection import ConnectionSettings, load_connection_settings
 from quotaform.errors import ExportError
@@ -38,11 +39,11 @@ def _settings(bootstrap_server: str | None, command_config: Path | None) -> Conn
 
 def _warn_skipped(skipped: tuple[Skipped, ...], err: Console) -> None:
     for item in skipped:
-        err.print(
-            f"Warning: left out {item.entity.label()}: {item.reason}",
+        say(
+            err,
+            f"left out {item.entity.label()}: {item.reason}",
             style="yellow",
-            highlight=False,
-            soft_wrap=True,
+            prefix="Warning: ",
         )
 
 
@@ -115,18 +116,17 @@ def export(
             bootstrap=settings.bootstrap_servers,
             pin_cluster_id=pin_cluster_id,
         )
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     _warn_skipped(result.skipped, err)
     if out is None:
         sys.stdout.write(result.text)
     else:
         write_new_file(out, result.text, force=force)
     where = "standard output" if out is None else str(out)
-    err.print(
+    say(
+        err,
         f"Exported {len(result.entities)} entit{'y' if len(result.entities) == 1 else 'ies'} "
         f"({scope}) to {where}.",
-        highlight=False,
-        soft_wrap=True,
     )
 
 
@@ -165,24 +165,27 @@ def import_(
     """
     with connect(_settings(bootstrap_server, command_config), read_only=True) as client:
         result = import_entities(manifests, client, into=into, update=update)
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     _warn_skipped(result.skipped, err)
     for path in result.reformatted:
-        err.print(
-            f"Note: {path} was re-indented to the examples/ layout while editing it.",
+        say(
+            err,
+            f"{path} was re-indented to the examples/ layout while editing it.",
             style="yellow",
-            highlight=False,
+            prefix="Note: ",
         )
     if not result.changed:
         typer.echo("Nothing to import: the manifests declare every live entity in their scope.")
         return
+    out = make_console()
     for entity in result.added:
-        typer.echo(f"  + {entity.label()}")
+        say(out, f"  + {entity.label()}")
     for entity, path in result.updated:
-        typer.echo(f"  ~ {entity.label()} ({path})")
-    typer.echo(
+        say(out, f"  ~ {entity.label()} ({path})")
+    say(
+        out,
         f"Imported {len(result.added)} entit{'y' if len(result.added) == 1 else 'ies'} into "
-        f"{result.into}; updated {len(result.updated)}."
+        f"{result.into}; updated {len(result.updated)}.",
     )
 
 

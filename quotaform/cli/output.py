@@ -1,4 +1,12 @@
-"""How commands print a report: ``--output text|json|markdown``."""
+"""How commands print: reports (``--output text|json|markdown``) and messages.
+
+Every console quotaform prints through is made by :func:`make_console`: text is
+printed as given (no rich markup, so ``[/]`` in a name is just text; no
+highlighting), lines are never hard-wrapped (a log keeps one line per
+message), colour only on a terminal. Messages pass :func:`say`, which escapes
+control and format characters line by line, so nothing from a manifest or a
+broker reaches the terminal raw.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,29 @@ from typing import TypeVar
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["OutputFormat", "emit"]
+from quotaform.kafka.entity import escape_unprintable
+
+__all__ = ["OutputFormat", "emit", "make_console", "safe_text", "say"]
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console printing text as given (see the module docstring)."""
+    return Console(stderr=stderr, markup=False, highlight=False, soft_wrap=True)
+
+
+def safe_text(text: str) -> str:
+    """``text`` with unprintable characters escaped on every line (newlines kept)."""
+    return "\n".join(escape_unprintable(line) for line in text.split("\n"))
+
+
+def say(to: Console, message: str, *, style: str | None = None, prefix: str = "") -> None:
+    """Print ``message`` safely; ``prefix`` (e.g. ``"Error: "``, styled) starts
+    every line of it."""
+    for line in safe_text(message).split("\n"):
+        out = Text(prefix, style=style or "") if prefix else Text()
+        out.append(line, style=None if prefix else style)
+        to.print(out)
+
 
 T = TypeVar("T")
 
@@ -40,4 +70,4 @@ def emit(
     elif output is OutputFormat.markdown:
         sys.stdout.write(markdown(report))
     else:
-        (console or Console()).print(text(report), highlight=False, soft_wrap=True)
+        (console or make_console()).print(text(report))

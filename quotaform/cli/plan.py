@@ -30,7 +30,7 @@ from quotaform.cli.options import (
     Output,
     budget_flags,
 )
-from quotaform.cli.output import OutputFormat, emit
+from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cluster.connect import connect
 from quotaform.cluster.profiles import load_required_profiles, resolve_target
 from quotaform.errors import EXIT_CHANGES, ClusterConfigError, GuardRefusedError
@@ -46,7 +46,9 @@ from quotaform.workflow import make_plan, plan_clusters
 __all__ = ["plan", "print_plan", "register"]
 
 
-def print_plan(plan: Plan, review: PlanReview, output: OutputFormat, console: Console) -> None:
+def print_plan(
+    plan: Plan, review: PlanReview, output: OutputFormat, console: Console | None = None
+) -> None:
     """Print a plan and its review as ``output``."""
     emit(
         (plan, review),
@@ -134,7 +136,7 @@ def plan(
     target = resolve_target(cluster, config, bootstrap_server, command_config)
     with connect(target.settings, read_only=True, cluster_id=target.cluster_id) as client:
         _, the_plan, review = make_plan(manifests, client, cluster=target.cluster, flags=flags)
-    print_plan(the_plan, review, output, Console())
+    print_plan(the_plan, review, output)
     if review.violations:
         raise GuardRefusedError(
             [],
@@ -143,9 +145,9 @@ def plan(
         )
     if out is not None:
         write_plan_file(the_plan, review, out)
-        Console(stderr=True).print(
+        say(
+            make_console(stderr=True),
             f"Saved the plan to {out}. Apply exactly this plan with: quotaform apply {out}",
-            highlight=False,
         )
     if detailed_exitcode and the_plan.summary.has_changes:
         raise typer.Exit(EXIT_CHANGES)

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from quotaform.cli.options import Manifests
+from quotaform.cli.output import make_console, say
 from quotaform.errors import ClusterConfigError, ManifestError, ManifestProblem
 from quotaform.manifest import load_manifests, manifest_clusters
 from quotaform.plan.state import DesiredState
@@ -56,14 +56,15 @@ def validate(
     ] = False,
 ) -> None:
     """Check manifests offline: syntax, fields, quota values, scope. No RPC."""
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     states = _load_for_validate(manifests, cluster, all_clusters)
     for warning in sorted({w for desired in states for w in desired.warnings}):
-        err.print(f"Warning: {warning}", style="yellow", highlight=False)
+        say(err, warning, style="yellow", prefix="Warning: ")
     for desired in states:
-        typer.echo(
+        say(
+            make_console(),
             f"Valid: {len(desired.entities)} entities for cluster {desired.cluster!r} "
-            f"in {len(desired.scope.rules)} scope rule(s)."
+            f"in {len(desired.scope.rules)} scope rule(s).",
         )
 
 

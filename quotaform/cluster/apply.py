@@ -28,7 +28,7 @@ from quotaform.cluster.wire.types import (
     FilterComponent,
     QuotaAlteration,
 )
-from quotaform.errors import PlanFileError, StalePlanError
+from quotaform.errors import AuthorizationError, PlanFileError, StalePlanError
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.units import same_quotas
 from quotaform.plan.model import EntityChange, Plan
@@ -68,27 +68,36 @@ class QuotaWriter(Protocol):
 
 
 class ApplyStatus(enum.Enum):
-    """How an apply ended; the CLI maps each to an exit code."""
+    """How an apply ended; the CLI maps each to an exit code (``quotaform.errors``)."""
 
     NOTHING_TO_DO = "nothing-to-do"
     APPLIED = "applied"
-    """Every entity applied and the read-back matched."""
+    """Every entity applied and the read-back matched (exit 0)."""
     REJECTED = "rejected"
-    """The validate_only pre-check failed: nothing was applied."""
+    """The validate_only pre-check refused entities: nothing was applied (exit 1)."""
+    NOTHING_APPLIED = "nothing-applied"
+    """The connection was lost before any real alter left this process; a
+    validate_only request never writes: nothing was applied (exit 1)."""
     PARTIAL = "partial"
-    """At least one entity failed or its outcome is unknown."""
+    """At least one entity failed, is unknown, or was not sent after others
+    were (exit 3)."""
     NOT_CONVERGED = "not-converged"
-    """Every alter succeeded, but the read-back still differs after the timeout."""
+    """Every entity was applied, but the read-back still differed after the
+    timeout, or could not be read (exit 4)."""
 
 
 class EntityOutcome(enum.Enum):
     """What happened to one entity."""
 
     APPLIED = "applied"
+    """The broker answered that it committed the alter."""
     FAILED = "failed"
+    """The broker refused it, with an error code and message."""
     UNKNOWN = "unknown"
+    """The alter was sent and no answer came: it may or may not have committed."""
     NOT_APPLIED = "not-applied"
-    """Rejected by, or stopped at, the validate_only pre-check."""
+    """Never sent for real: refused by, or stopped at, the validate_only
+    pre-check, or not sent after the connection was lost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +107,8 @@ class EntityResult:
     Attributes:
         change: the planned change.
         outcome: applied / failed / unknown / not-applied.
-        message: the broker's error (code and message), if any.
+        message: the broker's error (code and message) or why it was not
+            sent, if any.
         live_after: quotas read back after the apply (``None`` = not read).
     """
 
@@ -122,29 +132,47 @@ class ApplyResult:
         entities: one report per pending change, sorted by entity.
         rpc_counts: RPCs made by the apply (validate, alter, read-back).
         readback_seconds: time spent waiting for the read-back to match.
+        readback_error: why the read-back could not be made (the cluster
+            stopped answering), ``None`` when it was made.
+        error: why nothing was applied (``NOTHING_APPLIED``), else ``None``.
     """
 
     status: ApplyStatus
     entities: tuple[EntityResult, ...] = ()
     rpc_counts: Mapping[str, int] = field(default_factory=dict)
     readback_seconds: float = 0.0
+    readback_error: str | None = None
+    error: str | None = None
 
     def by_outcome(self, outcome: EntityOutcome) -> tuple[EntityResult, ...]:
         """The reports with ``outcome``."""
         return tuple(r for r in self.entities if r.outcome is outcome)
+
+    @property
+    def uncertain(self) -> bool:
+        """Whether what the cluster now holds is not fully known: an entity is
+        unknown, or the read-back could not be made."""
+        return bool(self.by_outcome(EntityOutcome.UNKNOWN)) or self.readback_error is not None
 
 
 _OUTCOME = {
     AlterOutcome.APPLIED: EntityOutcome.APPLIED,
     AlterOutcome.FAILED: EntityOutcome.FAILED,
     AlterOutcome.UNKNOWN: EntityOutcome.UNKNOWN,
+    AlterOutcome.NOT_SENT: EntityOutcome.NOT_APPLIED,
 }
+_LOST = (AlterOutcome.UNKNOWN, AlterOutcome.NOT_SENT)
 
 
 def _message(result: AlterResult | None) -> str | None:
     if result is None or result.error is None:
         return None
     err = result.error
+    if result.outcome is AlterOutcome.NOT_SENT:
+        return f"not sent: {err.name}" + (f": {err.broker_message}" if err.broker_message else "")
+    if result.outcome is AlterOutcome.UNKNOWN:
+        detail = f" ({err.broker_message})" if err.broker_message else ""
+        return f"no answer: {err.name}{detail}"
     code = f" ({err.code})" if err.code is not None else ""
     return f"{err.name}{code}: {err.broker_message}" if err.broker_message else f"{err.name}{code}"
 
@@ -159,6 +187,12 @@ def apply_plan(
 ) -> ApplyResult:
     """Apply ``plan``'s pending changes to the cluster behind ``client``.
 
+    Once any real alter has been sent this always returns a result, never
+    raises: every entity is applied (the broker said so), failed (with the
+    broker's error), unknown (sent, no answer) or not applied (never sent),
+    and a read-back that cannot be made leaves the confirmed ones confirmed
+    (``readback_error``).
+
     Args:
         plan: the plan; no-ops are not sent.
         client: a read-write quota client.
@@ -168,11 +202,14 @@ def apply_plan(
 
     Returns:
         An :class:`ApplyResult`. A validate_only rejection is a result
-        (``REJECTED``, with each failing entity and the broker's message), not
-        an exception, so the caller can show all of them.
+        (``REJECTED``, with each failing entity and the broker's message), and
+        so is a connection lost before any real alter was sent
+        (``NOTHING_APPLIED``).
 
     Raises:
-        BrokerError: a whole-request failure of the read-back describe.
+        AuthorizationError: the pre-check was refused for lack of
+            ALTER_CONFIGS on the CLUSTER (nothing was applied).
+        BrokerError: the pre-check failed as a whole (nothing was applied).
     """
     pending = list(plan.pending)
     if not pending:
@@ -185,47 +222,77 @@ def apply_plan(
             return None
         return lambda done, total: on_progress(stage, done, total)
 
-    # 1. validate_only: all or nothing.
+    def not_applied(
+        results: Mapping[Entity, AlterResult], status: ApplyStatus, error: str | None = None
+    ) -> ApplyResult:
+        reports = tuple(
+            EntityResult(c, EntityOutcome.NOT_APPLIED, _message(results.get(c.entity)))
+            for c in pending
+        )
+        return ApplyResult(status, reports, _delta(client, start_counts), error=error)
+
+    # 1. validate_only: all or nothing. It never writes, so a lost answer
+    # here still means nothing was applied.
     checked = client.alter_client_quotas(
         alterations, validate_only=True, on_batch=progress("validate")
     )
+    lost = [r for r in checked.values() if r.outcome in _LOST]
+    if lost:
+        reason = lost[0].error
+        return not_applied(
+            {},
+            ApplyStatus.NOTHING_APPLIED,
+            "the connection was lost during the validate_only pre-check"
+            + (f" ({reason})" if reason else ""),
+        )
     rejected = {e: r for e, r in checked.items() if r.outcome is not AlterOutcome.APPLIED}
     if rejected:
-        reports = tuple(
-            EntityResult(
-                c,
-                EntityOutcome.NOT_APPLIED,
-                _message(rejected.get(c.entity)) if c.entity in rejected else None,
-            )
-            for c in pending
-        )
-        return ApplyResult(ApplyStatus.REJECTED, reports, _delta(client, start_counts))
+        errors = [r.error for r in rejected.values()]
+        if len(rejected) == len(checked) and all(isinstance(e, AuthorizationError) for e in errors):
+            raise errors[0]  # type: ignore[misc]
+        return not_applied(rejected, ApplyStatus.REJECTED)
 
     # 2. The real alter; every entity's result on its own.
     results = client.alter_client_quotas(
         alterations, validate_only=False, on_batch=progress("apply")
     )
+    if all(r.outcome is AlterOutcome.NOT_SENT for r in results.values()):
+        reason = next(iter(results.values())).error
+        return not_applied(
+            results,
+            ApplyStatus.NOTHING_APPLIED,
+            "the connection was lost before the first AlterClientQuotas was sent"
+            + (f" ({reason})" if reason else ""),
+        )
 
-    # 3. Read-back until every entity shows what the plan says (or, for a
-    # failed entity, until we have at least read it once).
+    # 3. Read-back until every applied entity shows what the plan says; a
+    # read-back that cannot be made never erases what the broker confirmed.
     t0 = time.monotonic()
-    live = _read_back(
-        client, pending, results, readback_timeout_s, readback_interval_s, on_progress
-    )
+    readback_error: str | None = None
+    live: dict[Entity, dict[str, float]] | None
+    try:
+        live = _read_back(
+            client, pending, results, readback_timeout_s, readback_interval_s, on_progress
+        )
+    except Exception as exc:  # whatever it is, the result must still be reported
+        live, readback_error = None, str(exc) or type(exc).__name__
     waited = time.monotonic() - t0
 
     done: list[EntityResult] = []
     for c in pending:
         result = results.get(c.entity)
         outcome = _OUTCOME[result.outcome] if result else EntityOutcome.UNKNOWN
-        done.append(EntityResult(c, outcome, _message(result), live.get(c.entity, {})))
+        seen = live.get(c.entity, {}) if live is not None else None
+        done.append(EntityResult(c, outcome, _message(result), seen))
     if any(r.outcome is not EntityOutcome.APPLIED for r in done):
         status = ApplyStatus.PARTIAL
     elif all(r.converged for r in done):
         status = ApplyStatus.APPLIED
     else:
         status = ApplyStatus.NOT_CONVERGED
-    return ApplyResult(status, tuple(done), _delta(client, start_counts), waited)
+    return ApplyResult(
+        status, tuple(done), _delta(client, start_counts), waited, readback_error=readback_error
+    )
 
 
 def alteration(change: EntityChange) -> QuotaAlteration:

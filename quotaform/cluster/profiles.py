@@ -277,11 +277,13 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
             fields, inline secrets, bad cluster names; every problem at once.
     """
     try:
-        documents = list(compose_documents(path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ClusterConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        documents = list(compose_documents(text))
     except YAMLError as exc:
-        line, message = describe_yaml_error(exc)
+        line, message = describe_yaml_error(exc, text)
         where = f"{path}:{line}" if line is not None else str(path)
         raise ClusterConfigError(f"{where}: (yaml): {message}") from exc
     root, node = documents[0] if len(documents) == 1 else (None, None)

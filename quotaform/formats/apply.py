@@ -58,15 +58,28 @@ class ApplyDocument(BaseModel):
 
     model_config = _FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
-    status: Literal["nothing-to-do", "applied", "rejected", "partial", "not-converged"] = Field(
-        description="applied: every entity applied and read back; rejected: the "
-        "validate_only pre-check failed, nothing applied; partial: some entities failed "
-        "or are unknown; not-converged: applied, but the read-back differs."
+    status: Literal[
+        "nothing-to-do", "applied", "rejected", "nothing-applied", "partial", "not-converged"
+    ] = Field(
+        description="applied: every entity applied and read back (exit 0); rejected: the "
+        "validate_only pre-check refused entities, nothing applied (exit 1); "
+        "nothing-applied: the connection was lost before any real alter was sent "
+        "(exit 1); partial: some entities failed, are unknown or were not sent (exit 3); "
+        "not-converged: every entity applied, but the read-back differs or could not "
+        "be made (exit 4)."
     )
     entities: list[EntityResultDoc] = Field(description="One per pending change, sorted by entity.")
     counts: CountsDoc
     rpc_counts: dict[str, int] = Field(description="RPCs made by the apply, by API name.")
     readback_seconds: float = Field(description="Time spent waiting for the read-back.")
+    readback_error: str | None = Field(
+        default=None,
+        description="Why the read-back could not be made; null when it was. Entities "
+        "the broker confirmed stay applied; run plan once the cluster answers again.",
+    )
+    error: str | None = Field(
+        default=None, description="Why nothing was applied (status nothing-applied)."
+    )
 
 
 def apply_document(result: ApplyResult) -> ApplyDocument:
@@ -90,6 +103,8 @@ def apply_document(result: ApplyResult) -> ApplyDocument:
         ),
         rpc_counts=dict(result.rpc_counts),
         readback_seconds=round(result.readback_seconds, 3),
+        readback_error=result.readback_error,
+        error=result.error,
     )
 
 

@@ -37,6 +37,7 @@ from quotaform.kafka.keys import QUOTA_KEYS, KeySpec, ValueType
 
 __all__ = [
     "BYTE_UNITS",
+    "MAX_VALUE_TEXT",
     "QuotaValueError",
     "format_quota_value",
     "parse_quota_value",
@@ -101,8 +102,19 @@ class QuotaValueError(ValueError):
         self.raw = raw
 
 
+#: Longest value text quotaform reads as a number (a float64 written out in
+#: digits has at most 309); longer text is refused before any arithmetic.
+MAX_VALUE_TEXT = 400
+_EXCERPT = 40
+
+
 def render_raw(raw: object) -> str:
-    """``raw`` as it would read in YAML/JSON: ``"10MiBs"``, ``true``, ``null``, ``12``."""
+    """``raw`` as it would read in YAML/JSON: ``"10MiBs"``, ``true``, ``null``,
+    ``12``. Long values are cut to an excerpt with their length, so a message
+    never quotes megabytes: ``"9999...9999" (52428800 characters)``."""
+    if isinstance(raw, str) and len(raw) > MAX_VALUE_TEXT:
+        head = json.dumps(raw[:_EXCERPT], ensure_ascii=False)[:-1]
+        return f'{head}..." ({len(raw)} characters)'
     if isinstance(raw, bool | type(None) | str):
         return json.dumps(raw, ensure_ascii=False)
     if isinstance(raw, int | float):
@@ -138,6 +150,16 @@ def _to_decimal(spec: KeySpec, raw: object) -> Decimal:
         return Decimal(raw)
     if not isinstance(raw, str):
         raise QuotaValueError(key, raw, f"{render_raw(raw)} is not a number")
+    if len(raw) > MAX_VALUE_TEXT:
+        stripped = raw.strip()
+        what = (
+            f"a number of {len(stripped)} digits"
+            if stripped.isdigit()
+            else f"{len(raw)} characters long"
+        )
+        raise QuotaValueError(
+            key, raw, f"{render_raw(raw)} is {what}: too long to be a quota value"
+        )
 
     if spec.unit == "bytes/s":
         m = _BYTE_RATE_RE.match(raw)

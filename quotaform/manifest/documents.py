@@ -39,8 +39,8 @@ from quotaform.plan.state import SourceLocation
 __all__ = ["Document", "read_set"]
 
 
-def _yaml_problem(path: str, exc: YAMLError) -> ManifestProblem:
-    line, message = describe_yaml_error(exc)
+def _yaml_problem(path: str, exc: YAMLError, text: str) -> ManifestProblem:
+    line, message = describe_yaml_error(exc, text)
     return ManifestProblem(path, line, "(yaml)", message)
 
 
@@ -60,7 +60,7 @@ def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tup
     try:
         yield from compose_documents(text)
     except YAMLError as exc:
-        problems.append(_yaml_problem(display, exc))
+        problems.append(_yaml_problem(display, exc, text))
 
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:
@@ -279,11 +279,16 @@ def _parse_document(
     return doc
 
 
-def read_set(paths: Sequence[str | Path], problems: list[ManifestProblem]) -> list[Document]:
+def read_set(
+    paths: Sequence[str | Path],
+    problems: list[ManifestProblem],
+    warnings: list[ManifestProblem] | None = None,
+) -> list[Document]:
     """Every non-empty document of every file of the set, in file order; read,
-    YAML and per-document validation problems go to ``problems``."""
+    YAML and per-document validation problems go to ``problems``, skipped
+    files to ``warnings``."""
     docs: list[Document] = []
-    for file in find_manifest_files(paths, problems):
+    for file in find_manifest_files(paths, problems, warnings):
         for root, node in _read_documents(file, problems):
             doc = _parse_document(str(file), root, node, problems)
             if doc is not None:

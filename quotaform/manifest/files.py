@@ -3,6 +3,7 @@ by ``import`` (which must edit a file of the set)."""
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,31 +19,66 @@ def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
-def find_manifest_files(paths: Sequence[str | Path], problems: list[ManifestProblem]) -> list[Path]:
+def _special(path: Path) -> str | None:
+    """What ``path`` is when it exists but is neither a regular file nor a
+    directory (a FIFO would block the reader forever), else ``None``."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
+
+
+def find_manifest_files(
+    paths: Sequence[str | Path],
+    problems: list[ManifestProblem],
+    warnings: list[ManifestProblem] | None = None,
+) -> list[Path]:
     """Files to read, in order: given files as they are; directories expanded
     recursively to ``*.yaml`` / ``*.yml`` sorted by relative path, skipping
     hidden files and directories (editor droppings, ``.git``). A file reached
-    twice is read once. A missing path or a directory without manifests
-    becomes a problem in ``problems``."""
+    twice is read once.
+
+    Only regular files are read: a given path that is a FIFO, socket or
+    device is a problem; one found in a directory is skipped with a warning
+    (``warnings``). A missing path or a directory without manifests is a
+    problem in ``problems``."""
     found: list[Path] = []
     seen: set[Path] = set()
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            members = sorted(
-                (
-                    p
-                    for p in path.rglob("*")
-                    if p.suffix in MANIFEST_SUFFIXES and p.is_file() and not _hidden(p, path)
-                ),
-                key=lambda p: p.relative_to(path).as_posix(),
-            )
+            members = []
+            for p in sorted(path.rglob("*"), key=lambda p: p.relative_to(path).as_posix()):
+                if p.suffix not in MANIFEST_SUFFIXES or _hidden(p, path):
+                    continue
+                if p.is_file():
+                    members.append(p)
+                elif (kind := _special(p)) is not None and warnings is not None:
+                    warnings.append(
+                        ManifestProblem(
+                            str(p), None, "(file)", f"not a regular file ({kind}): skipped"
+                        )
+                    )
             if not members:
                 problems.append(
                     ManifestProblem(str(path), None, "(file)", "no *.yaml or *.yml files found")
                 )
-        elif path.exists():
+        elif path.is_file():
             members = [path]
+        elif (kind := _special(path)) is not None:
+            problems.append(
+                ManifestProblem(str(path), None, "(file)", f"not a regular file ({kind}): not read")
+            )
+            continue
         else:
             problems.append(ManifestProblem(str(path), None, "(file)", "no such file or directory"))
             continue

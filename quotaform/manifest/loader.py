@@ -396,7 +396,7 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
     """
     problems: list[ManifestProblem] = []
     warnings: list[ManifestProblem] = []
-    docs = read_set(paths, problems)
+    docs = read_set(paths, problems, warnings)
     # A document that could not be read may have carried scope entries: judging
     # coverage without it would report entities that are in fact owned.
     unreadable = any(p.field in ("(yaml)", "(file)", "(document)") for p in problems)

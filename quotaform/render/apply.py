@@ -8,11 +8,18 @@ from quotaform.cluster.apply import ApplyResult, ApplyStatus, EntityOutcome
 
 __all__ = ["render_apply_text"]
 
+_AFTER_A_LOSS = (
+    "What the cluster holds now is not fully known: run `quotaform plan` once the "
+    "cluster answers again, and apply again to finish (re-applying is safe)."
+)
+
 
 def render_apply_text(result: ApplyResult) -> Text:
     """The result as rich ``Text``: a validate_only rejection lists every
-    rejected entity; otherwise failed, unknown and unconverged entities one
-    per line, then one summary line with the counts and the read-back."""
+    rejected entity; a lost connection before any real alter says nothing was
+    applied; otherwise failed, unknown, not-applied and unconverged entities
+    one per line, then one summary line with the counts and the read-back,
+    and what to do when the outcome is not fully known."""
     out = Text()
     if result.status is ApplyStatus.REJECTED:
         rejected = [r for r in result.entities if r.message]
@@ -24,28 +31,49 @@ def render_apply_text(result: ApplyResult) -> Text:
         for r in rejected:
             out.append(f"  ! {r.change.entity.label()}: {r.message}\n")
         return out
+    if result.status is ApplyStatus.NOTHING_APPLIED:
+        out.append(
+            f"\nNothing was applied: {result.error}. No AlterClientQuotas request with "
+            "changes left quotaform, so the cluster is as it was.\n",
+            style="bold red",
+        )
+        return out
     counts = {o: len(result.by_outcome(o)) for o in EntityOutcome}
     for r in result.entities:
         label = r.change.entity.label()
         if r.outcome is EntityOutcome.FAILED:
-            out.append(f"  failed   {label}: {r.message}\n", style="red")
+            out.append(f"  failed       {label}: {r.message}\n", style="red")
         elif r.outcome is EntityOutcome.UNKNOWN:
-            seen = "matches the plan" if r.converged else "does not match the plan"
-            out.append(f"  unknown  {label}: {r.message}; read-back {seen}\n", style="yellow")
-        elif not r.converged:
+            if r.live_after is None:
+                seen = "not read back"
+            else:
+                seen = "read-back matches the plan" if r.converged else "read-back differs"
+            out.append(f"  unknown      {label}: {r.message}; {seen}\n", style="yellow")
+        elif r.outcome is EntityOutcome.NOT_APPLIED:
+            out.append(f"  not applied  {label}: {r.message}\n", style="yellow")
+        elif r.live_after is not None and not r.converged:
             out.append(
-                f"  applied  {label}, but read-back shows {dict(r.live_after or {})} "
+                f"  applied      {label}, but read-back shows {dict(r.live_after)} "
                 f"instead of {dict(r.change.after)}\n",
                 style="yellow",
             )
     rpcs = ", ".join(f"{n} {api}" for api, n in result.rpc_counts.items())
+    if result.readback_error is not None:
+        readback = f"read-back FAILED ({result.readback_error})"
+    else:
+        matched = all(r.converged for r in result.entities)
+        readback = (
+            f"read-back {'matched' if matched else 'did NOT match'} "
+            f"after {result.readback_seconds:.1f}s"
+        )
     line = (
         f"Apply {'complete' if result.status is ApplyStatus.APPLIED else 'incomplete'}: "
         f"{counts[EntityOutcome.APPLIED]} applied, {counts[EntityOutcome.FAILED]} failed, "
-        f"{counts[EntityOutcome.UNKNOWN]} unknown; read-back "
-        f"{'matched' if all(r.converged for r in result.entities) else 'did NOT match'} "
-        f"after {result.readback_seconds:.1f}s ({rpcs}).\n"
+        f"{counts[EntityOutcome.UNKNOWN]} unknown, {counts[EntityOutcome.NOT_APPLIED]} "
+        f"not applied; {readback} ({rpcs}).\n"
     )
     style = "bold green" if result.status is ApplyStatus.APPLIED else "bold red"
     out.append("\n" + line, style=style)
+    if result.uncertain or counts[EntityOutcome.NOT_APPLIED]:
+        out.append(_AFTER_A_LOSS + "\n", style="bold")
     return out

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from quotaform.sandbox.broker import (
     DEFAULT_SANDBOX_NAME,
+    BrokerOptions,
     SandboxBroker,
     SandboxState,
     SandboxStatus,
     broker_status,
+    kill_broker,
+    resume_broker,
     start_broker,
     stop_broker,
 )
@@ -24,12 +27,15 @@ from quotaform.sandbox.jars import DEFAULT_KAFKA_VERSION, ensure_kafka_jars
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "DEFAULT_SANDBOX_NAME",
+    "BrokerOptions",
     "SandboxBroker",
     "SandboxState",
     "SandboxStatus",
     "broker_status",
     "ensure_kafka_jars",
+    "kill_broker",
     "parse_quota_describe",
+    "resume_broker",
     "run_config_command",
     "start_broker",
     "stop_broker",

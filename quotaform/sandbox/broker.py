@@ -27,7 +27,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,15 @@ from quotaform.sandbox.jars import (
 
 __all__ = [
     "DEFAULT_SANDBOX_NAME",
+    "BrokerOptions",
     "SandboxBroker",
     "SandboxState",
     "SandboxStatus",
     "broker_status",
     "default_state_dir",
+    "kill_broker",
     "new_cluster_id",
+    "resume_broker",
     "start_broker",
     "stop_broker",
 ]
@@ -76,6 +79,36 @@ _KILL_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerOptions:
+    """How a sandbox broker is set up beyond the defaults (for tests and demos).
+
+    Attributes:
+        port: the client listener's port; ``None``: a free loopback port.
+        advertised_port: the port clients are told to use after bootstrap
+            (a proxy in front of the broker); ``None``: ``port``.
+        scram_users: ``{name: password}``: the client listener becomes
+            SASL_PLAINTEXT with SCRAM-SHA-512 users, and the StandardAuthorizer
+            is on; the first user is a super user, the others have no ACLs.
+            The KRaft controller listener stays PLAINTEXT on loopback (its
+            ``ANONYMOUS`` principal is a super user so the node can register).
+        jmx_port: a loopback JMX/RMI port for Kafka's metrics (``JmxTool``).
+    """
+
+    port: int | None = None
+    advertised_port: int | None = None
+    scram_users: dict[str, str] | None = None
+    jmx_port: int | None = None
+
+    @property
+    def security_protocol(self) -> str:
+        """``SASL_PLAINTEXT`` with SCRAM users, else ``PLAINTEXT``."""
+        return "SASL_PLAINTEXT" if self.scram_users else "PLAINTEXT"
+
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxBroker:
     """A sandbox broker process and where to reach it.
 
@@ -90,6 +123,11 @@ class SandboxBroker:
             and ``logs/`` (the Kafka log dir); removed by :func:`stop_broker`.
         log_path: the broker's stdout and stderr (``<data_dir>/broker.log``).
         cluster_id: the KRaft cluster id it was formatted with (22-char base64).
+        security_protocol: of the client listener (``PLAINTEXT`` or
+            ``SASL_PLAINTEXT``, see :class:`BrokerOptions`).
+        advertised_port: the port clients are told to use after bootstrap,
+            when it differs from ``port`` (a proxy); else ``None``.
+        jmx_port: the loopback JMX port, ``None`` without JMX.
     """
 
     name: str
@@ -101,6 +139,9 @@ class SandboxBroker:
     data_dir: Path
     log_path: Path
     cluster_id: str
+    security_protocol: str = "PLAINTEXT"
+    advertised_port: int | None = None
+    jmx_port: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON-ready state record (paths as strings)."""
@@ -126,6 +167,9 @@ class SandboxBroker:
             data_dir=Path(record["data_dir"]),
             log_path=Path(record["log_path"]),
             cluster_id=str(record["cluster_id"]),
+            security_protocol=str(record.get("security_protocol", "PLAINTEXT")),
+            advertised_port=record.get("advertised_port"),
+            jmx_port=record.get("jmx_port"),
         )
 
 
@@ -181,6 +225,7 @@ def start_broker(
     state_dir: Path | None = None,
     on_progress: Callable[[str], None] | None = None,
     timeout_s: float = 90.0,
+    options: BrokerOptions | None = None,
 ) -> SandboxBroker:
     """Start sandbox ``name`` and return once it answers Kafka requests.
 
@@ -195,6 +240,8 @@ def start_broker(
         on_progress: called with one human-readable line per step.
         timeout_s: seconds allowed for format, start and first answer (the jar
             download on a cold cache is not counted).
+        options: ports, SCRAM users, JMX (:class:`BrokerOptions`); ``None``:
+            a PLAINTEXT broker on free ports.
 
     Raises:
         SandboxError: Java or Maven missing, jar fetch failed, the broker exited
@@ -224,7 +271,16 @@ def start_broker(
         deadline = time.monotonic() + timeout_s
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
-                return _launch(java, libs, version, name, states, deadline, on_progress)
+                return _launch(
+                    java,
+                    libs,
+                    version,
+                    name,
+                    states,
+                    deadline,
+                    on_progress,
+                    options or BrokerOptions(),
+                )
             except _PortClash as clash:
                 if attempt == _PORT_ATTEMPTS:
                     raise SandboxError(
@@ -286,12 +342,110 @@ def broker_status(
             if again == broker:
                 _discard(broker, states)
         return SandboxStatus(name, SandboxState.STOPPED, None)
+    if broker.security_protocol != "PLAINTEXT":
+        # No credentials here: a SASL sandbox that accepts connections runs.
+        state = SandboxState.RUNNING if _port_open(broker.port) else SandboxState.UNRESPONSIVE
+        return SandboxStatus(name, state, broker)
     answered = _probe_cluster_id(broker.bootstrap, timeout_ms=int(probe_timeout_s * 1000))
     state = SandboxState.RUNNING if answered == broker.cluster_id else SandboxState.UNRESPONSIVE
     return SandboxStatus(name, state, broker)
 
 
+def kill_broker(
+    *, name: str = DEFAULT_SANDBOX_NAME, state_dir: Path | None = None
+) -> SandboxBroker:
+    """SIGKILL sandbox ``name``'s broker (a crash), keeping its data and state,
+    so :func:`resume_broker` can restart it on the same log dir.
+
+    Raises:
+        SandboxError: ``name`` is not running.
+    """
+    states = state_dir or default_state_dir()
+    with _state_lock(states, name):
+        broker = _load_state(states, name)
+        if broker is None or not _is_our_broker(broker):
+            raise SandboxError(f"Sandbox {name!r} is not running")
+        os.kill(broker.pid, signal.SIGKILL)
+        _wait_exit(broker.pid, _KILL_WAIT_S)
+        _CHILDREN.pop(broker.pid, None)
+        return broker
+
+
+def resume_broker(
+    *,
+    name: str = DEFAULT_SANDBOX_NAME,
+    state_dir: Path | None = None,
+    timeout_s: float = 90.0,
+    options: BrokerOptions | None = None,
+) -> SandboxBroker:
+    """Start sandbox ``name`` again on its existing data dir (after
+    :func:`kill_broker`), with the same ports, and return once it answers.
+
+    Args:
+        options: the options it was started with (SCRAM passwords are not
+            kept in the state file; the probe needs them).
+
+    Raises:
+        SandboxError: no state for ``name``, it still runs, or it does not answer.
+    """
+    states = state_dir or default_state_dir()
+    with _state_lock(states, name):
+        old = _load_state(states, name)
+        if old is None:
+            raise SandboxError(f"Sandbox {name!r} has no state to resume")
+        if _is_our_broker(old):
+            raise SandboxError(f"Sandbox {name!r} still runs (pid {old.pid})")
+        java = find_java()
+        libs = ensure_kafka_jars(old.version)
+        proc = _spawn(java, libs, old.data_dir, old.log_path, old.jmx_port)
+        broker = replace(old, pid=proc.pid)
+        _save_state(states, broker)
+        _wait_ready(broker, time.monotonic() + timeout_s, None, options or BrokerOptions())
+        return broker
+
+
 # -- start-up -----------------------------------------------------------------
+
+
+def _spawn(
+    java: str, libs: Path, data_dir: Path, log_path: Path, jmx_port: int | None
+) -> subprocess.Popen[bytes]:
+    """Start ``kafka.Kafka`` on ``data_dir/server.properties`` in its own session."""
+    jvm_options = list(_BROKER_JVM_OPTIONS)
+    archive = class_data_archive(java, libs, _SHARED_CLASSES_FROM)
+    if archive.is_file():
+        jvm_options.append(f"-XX:SharedArchiveFile={archive}")
+    if jmx_port is not None:
+        jvm_options += _jmx_options(jmx_port)
+    cmd = kafka_java_command(
+        java, libs, "kafka.Kafka", [str(data_dir / "server.properties")], jvm_options=jvm_options
+    )
+    log.info("starting %s", " ".join(cmd))
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=data_dir,
+            start_new_session=True,  # survives the CLI process and its Ctrl-C
+            close_fds=True,
+        )
+    _CHILDREN[proc.pid] = proc
+    return proc
+
+
+def _jmx_options(port: int) -> list[str]:
+    """JMX over RMI on one loopback port, no authentication (a local sandbox)."""
+    return [
+        "-Dcom.sun.management.jmxremote",
+        f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+        "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+        "-Djava.rmi.server.hostname=127.0.0.1",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+    ]
 
 
 def _launch(
@@ -302,37 +456,26 @@ def _launch(
     states: Path,
     deadline: float,
     on_progress: Callable[[str], None] | None,
+    options: BrokerOptions,
 ) -> SandboxBroker:
-    port, controller_port = _free_ports(2)
+    if options.port is not None:
+        port, (controller_port,) = options.port, _free_ports(1)
+    else:
+        port, controller_port = _free_ports(2)
     data_dir = Path(tempfile.mkdtemp(prefix=f"quotaform-sandbox-{name}-"))
     broker: SandboxBroker | None = None
     try:
         properties = data_dir / "server.properties"
-        properties.write_text(_server_properties(port, controller_port, data_dir), encoding="utf-8")
+        properties.write_text(
+            _server_properties(port, controller_port, data_dir, options), encoding="utf-8"
+        )
+        properties.chmod(0o600)  # may hold the SCRAM super user's password
         cluster_id = new_cluster_id()
         _progress(on_progress, f"Formatting KRaft storage (cluster id {cluster_id})")
-        _format_storage(properties, cluster_id, version, deadline)
+        _format_storage(properties, cluster_id, version, deadline, options)
 
         log_path = data_dir / "broker.log"
-        jvm_options = list(_BROKER_JVM_OPTIONS)
-        archive = class_data_archive(java, libs, _SHARED_CLASSES_FROM)
-        if archive.is_file():
-            jvm_options.append(f"-XX:SharedArchiveFile={archive}")
-        cmd = kafka_java_command(
-            java, libs, "kafka.Kafka", [str(properties)], jvm_options=jvm_options
-        )
-        log.info("starting %s", " ".join(cmd))
-        with open(log_path, "ab") as log_file:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=data_dir,
-                start_new_session=True,  # survives the CLI process and its Ctrl-C
-                close_fds=True,
-            )
-        _CHILDREN[proc.pid] = proc
+        proc = _spawn(java, libs, data_dir, log_path, options.jmx_port)
         broker = SandboxBroker(
             name=name,
             version=version,
@@ -343,13 +486,16 @@ def _launch(
             data_dir=data_dir,
             log_path=log_path,
             cluster_id=cluster_id,
+            security_protocol=options.security_protocol,
+            advertised_port=options.advertised_port,
+            jmx_port=options.jmx_port,
         )
         _save_state(states, broker)
         _progress(
             on_progress,
             f"Started Kafka {version} (pid {proc.pid}); waiting for {broker.bootstrap}",
         )
-        _wait_ready(broker, deadline, on_progress)
+        _wait_ready(broker, deadline, on_progress, options)
         return broker
     except BaseException:
         if broker is not None:
@@ -361,30 +507,53 @@ def _launch(
         raise
 
 
-def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
+def _server_properties(
+    port: int, controller_port: int, data_dir: Path, options: BrokerOptions
+) -> str:
+    proto = options.security_protocol
+    advertised = options.advertised_port or port
     lines = [
         "process.roles=broker,controller",
         "node.id=1",
         f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
-        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"listeners={proto}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        f"advertised.listeners={proto}://127.0.0.1:{advertised}",
         "controller.listener.names=CONTROLLER",
-        "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        f"inter.broker.listener.name={proto}",
+        f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,{proto}:{proto}",
         f"log.dirs={data_dir / 'logs'}",
         "offsets.topic.replication.factor=1",
         "transaction.state.log.replication.factor=1",
         "transaction.state.log.min.isr=1",
         "group.initial.rebalance.delay.ms=0",
     ]
+    if options.scram_users:
+        admin, password = next(iter(options.scram_users.items()))
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{admin}" password="{password}";'
+        )
+        lines += [
+            f"sasl.enabled.mechanisms={SCRAM_MECHANISM}",
+            f"sasl.mechanism.inter.broker.protocol={SCRAM_MECHANISM}",
+            f"listener.name.{proto.lower()}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config={jaas}",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # ANONYMOUS: the node registers over the PLAINTEXT controller listener.
+            f"super.users=User:{admin};User:ANONYMOUS",
+        ]
     return "\n".join(lines) + "\n"
 
 
-def _format_storage(properties: Path, cluster_id: str, version: str, deadline: float) -> None:
+def _format_storage(
+    properties: Path, cluster_id: str, version: str, deadline: float, options: BrokerOptions
+) -> None:
     # No --standalone: it conflicts with controller.quorum.voters.
+    scram = []
+    for user, password in (options.scram_users or {}).items():
+        scram += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]"]
     proc = run_kafka_tool(
         "kafka.tools.StorageTool",
-        ["format", "-t", cluster_id, "-c", str(properties)],
+        ["format", "-t", cluster_id, "-c", str(properties), *scram],
         version=version,
         timeout_s=max(deadline - time.monotonic(), 1.0),
     )
@@ -396,7 +565,10 @@ def _format_storage(properties: Path, cluster_id: str, version: str, deadline: f
 
 
 def _wait_ready(
-    broker: SandboxBroker, deadline: float, on_progress: Callable[[str], None] | None
+    broker: SandboxBroker,
+    deadline: float,
+    on_progress: Callable[[str], None] | None,
+    options: BrokerOptions | None = None,
 ) -> None:
     """Poll until ``broker`` answers DescribeCluster with its own cluster id."""
     while True:
@@ -417,7 +589,7 @@ def _wait_ready(
             )
         if _port_open(broker.port):
             timeout_ms = max(min(int(remaining * 1000), _PROBE_TIMEOUT_MS), 500)
-            answered = _probe_cluster_id(broker.bootstrap, timeout_ms=timeout_ms)
+            answered = _probe_cluster_id(broker.bootstrap, timeout_ms=timeout_ms, options=options)
             if answered == broker.cluster_id:
                 _progress(on_progress, f"Broker answers on {broker.bootstrap}")
                 return
@@ -430,16 +602,28 @@ def _wait_ready(
         time.sleep(_POLL_INTERVAL_S)
 
 
-def _probe_cluster_id(bootstrap: str, *, timeout_ms: int) -> str | None:
+def _probe_cluster_id(
+    bootstrap: str, *, timeout_ms: int, options: BrokerOptions | None = None
+) -> str | None:
     """Return the cluster id ``bootstrap`` reports, or ``None`` if it does not answer."""
     from kafka import KafkaAdminClient  # slow import; only needed here
 
+    security: dict[str, Any] = {}
+    if options is not None and options.scram_users:
+        user, password = next(iter(options.scram_users.items()))
+        security = {
+            "security_protocol": options.security_protocol,
+            "sasl_mechanism": SCRAM_MECHANISM,
+            "sasl_plain_username": user,
+            "sasl_plain_password": password,
+        }
     try:
         admin = KafkaAdminClient(
             bootstrap_servers=bootstrap,
             client_id="quotaform-sandbox-probe",
             request_timeout_ms=timeout_ms,
             bootstrap_timeout_ms=timeout_ms,
+            **security,
         )
     except Exception as exc:  # any failure means "not answering yet"
         log.debug("probe of %s: %s", bootstrap, exc)

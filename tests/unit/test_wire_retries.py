@@ -11,6 +11,7 @@ from typing import Any
 
 import kafka.errors as kerrors
 import pytest
+from kafka.protocol.metadata import ApiVersionsRequest
 
 from quotaform.cluster.wire import AlterOutcome, QuotaAlteration, RetryPolicy, batches
 from quotaform.cluster.wire.client import ClientQuotaAdminMixin
@@ -18,17 +19,73 @@ from quotaform.errors import AuthorizationError, BrokerError, ReadOnlyError
 from quotaform.kafka.entity import Entity
 
 
+class Sent:
+    """What a fake connection's ``send_request`` returns, shaped like kafka-python's
+    ``Future``: ``failed()`` is true only for a request refused before writing."""
+
+    def __init__(
+        self, value: Any = None, exc: BaseException | None = None, *, written: bool = True
+    ):
+        self.value, self.exception, self.written = value, exc, written
+
+    def failed(self) -> bool:
+        return not self.written
+
+    def __await__(self) -> Any:
+        if self.exception is not None:
+            raise self.exception
+        return self.value
+        yield  # a generator: awaitable
+
+
+class Refused(Exception):
+    """A scripted step: the request is refused before a byte is written."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class ScriptedConn:
+    def __init__(self, manager: ScriptedManager) -> None:
+        self.manager = manager
+
+    def __await__(self) -> Any:
+        return self
+        yield
+
+    def send_request(self, request: Any, request_timeout_ms: int | None = None) -> Sent:
+        if isinstance(request, ApiVersionsRequest):
+            self.manager.pings += 1
+            step = self.manager.ping_steps.pop(0) if self.manager.ping_steps else None
+            if step is None:
+                return Sent("pong")
+        else:
+            self.manager.requests.append(request)
+            step = self.manager.steps.pop(0)
+        try:
+            return Sent(step(request))
+        except Refused as refused:
+            return Sent(exc=refused.exc, written=False)
+        except BaseException as exc:
+            return Sent(exc=exc)
+
+
 class ScriptedManager:
-    """Answers each send with the next scripted step (a callable of the request)."""
+    """Answers each request with the next scripted step (a callable of the
+    request); real alters are preceded by an ApiVersions ping, answered unless
+    ``ping_steps`` says otherwise."""
 
     def __init__(self, steps: list[Callable[[Any], Any]]) -> None:
         self.steps = steps
+        self.ping_steps: list[Callable[[Any], Any]] = []
         self.requests: list[Any] = []
+        self.pings = 0
 
-    async def send(self, request: Any, request_timeout_ms: int | None = None) -> Any:
-        self.requests.append(request)
-        step = self.steps.pop(0)
-        return step(request)
+    def least_loaded_node(self) -> int:
+        return 1
+
+    def get_connection(self, node_id: int) -> ScriptedConn:
+        return ScriptedConn(self)
 
     def run(self, coro_fn: Any, *args: Any) -> Any:
         return asyncio.run(coro_fn(*args))
@@ -66,8 +123,19 @@ def answer(codes: dict[str, int]) -> Callable[[Any], Any]:
 
 
 def fail(exc: BaseException) -> Callable[[Any], Any]:
+    """The request is written, then ``exc`` (no answer: outcome unknown)."""
+
     def raise_(request: Any) -> Any:
         raise exc
+
+    return raise_
+
+
+def refuse(exc: BaseException) -> Callable[[Any], Any]:
+    """The request is refused before it is written (never sent)."""
+
+    def raise_(request: Any) -> Any:
+        raise Refused(exc)
 
     return raise_
 
@@ -213,3 +281,58 @@ def test_progress_callback_reports_each_batch() -> None:
         on_batch=lambda d, t: seen.append((d, t)),
     )
     assert seen == [(2, 3), (3, 3)]
+
+
+# ------------------------------------------------------------- never sent vs unknown
+
+
+def test_a_real_alter_is_pinged_first_and_a_validate_only_is_not() -> None:
+    client = Client([answer({}), answer({})])
+    client.alter_client_quotas([alt("a")], validate_only=True)
+    assert client._manager.pings == 0
+    client.alter_client_quotas([alt("a")], validate_only=False)
+    assert client._manager.pings == 1
+
+
+def test_a_failed_ping_proves_the_alter_was_never_sent() -> None:
+    client = Client([])
+    lost = fail(kerrors.KafkaConnectionError("socket disconnected"))
+    client._manager.ping_steps = [lost, lost, lost]
+    result = client.alter_client_quotas([alt("a")], validate_only=False)
+    assert result[Entity.of(user="a")].outcome is AlterOutcome.NOT_SENT
+    assert client._manager.requests == [], "no AlterClientQuotas left the process"
+
+
+def test_refused_before_writing_is_never_sent_and_retried() -> None:
+    refused = refuse(kerrors.KafkaConnectionError("Node not connected"))
+    client = Client([refused, refused, refused])
+    result = client.alter_client_quotas([alt("a")], validate_only=False)
+    assert result[Entity.of(user="a")].outcome is AlterOutcome.NOT_SENT
+    again = Client([refused, answer({})])
+    ok = again.alter_client_quotas([alt("a")], validate_only=False)
+    assert ok[Entity.of(user="a")].outcome is AlterOutcome.APPLIED
+
+
+def test_once_a_try_was_written_the_outcome_stays_unknown() -> None:
+    lost = fail(kerrors.KafkaConnectionError("socket disconnected"))
+    refused = refuse(kerrors.KafkaConnectionError("Node not connected"))
+    client = Client([lost, refused, refused])
+    result = client.alter_client_quotas([alt("a")], validate_only=False)
+    assert result[Entity.of(user="a")].outcome is AlterOutcome.UNKNOWN
+
+
+def test_after_a_lost_batch_the_later_batches_are_not_sent() -> None:
+    lost = fail(kerrors.KafkaConnectionError("socket disconnected"))
+    client = Client([answer({}), lost, lost, lost])
+    client._quota_max_records = 1
+    result = client.alter_client_quotas(
+        [alt("a"), alt("b"), alt("c"), alt("d")], validate_only=False
+    )
+    outcomes = {e.name("user"): r.outcome for e, r in result.items()}
+    assert outcomes == {
+        "a": AlterOutcome.APPLIED,
+        "b": AlterOutcome.UNKNOWN,
+        "c": AlterOutcome.NOT_SENT,
+        "d": AlterOutcome.NOT_SENT,
+    }
+    assert len(client._manager.requests) == 4, "batch b tried 3 times, c and d never"

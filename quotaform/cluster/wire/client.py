@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import kafka.errors as kerrors
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -136,6 +137,38 @@ class ClientQuotaAdminMixin:
     _quota_max_records: int
     rpc_counts: dict[str, int]
 
+    # -- sending -------------------------------------------------------------
+
+    async def _send(self, request: Any, *, preflight: bool = False) -> Any:
+        """Send ``request`` to one broker and return its response.
+
+        Raises:
+            _NotSent: the request never left this process (no connection could
+                be made, the connection failed the ``preflight`` ping, or the
+                send failed before writing).
+            Exception: kafka-python's error once the request was written and no
+                answer came (timeout, lost connection): its outcome is unknown.
+        """
+        timeout_ms = self._quota_request_timeout_ms
+        try:
+            conn = self._manager.get_connection(self._manager.least_loaded_node())
+            await conn
+        except Exception as exc:
+            raise _NotSent(exc) from exc
+        if preflight:
+            ping = conn.send_request(
+                ApiVersionsRequest(client_software_name="quotaform", client_software_version="1"),
+                request_timeout_ms=timeout_ms,
+            )
+            try:
+                await ping
+            except Exception as exc:
+                raise _NotSent(exc) from exc
+        future = conn.send_request(request, request_timeout_ms=timeout_ms)
+        if future.failed():  # refused before a byte was written
+            raise _NotSent(future.exception)
+        return await future
+
     # -- DescribeClientQuotas (API key 48) ---------------------------------
 
     async def _async_describe_client_quotas(
@@ -152,9 +185,7 @@ class ClientQuotaAdminMixin:
             ],
             strict=strict,
         )
-        response = await self._manager.send(
-            request, request_timeout_ms=self._quota_request_timeout_ms
-        )
+        response = await self._send(request)
         if response.error_code:
             raise broker_error(
                 response.error_code, response.error_message, api="DescribeClientQuotas"
@@ -219,9 +250,10 @@ class ClientQuotaAdminMixin:
             ],
             validate_only=validate_only,
         )
-        response = await self._manager.send(
-            request, request_timeout_ms=self._quota_request_timeout_ms
-        )
+        # A real alter is preceded by a ping on the same connection: if the
+        # ping fails, the alter was provably never sent (nothing applied);
+        # only a failure after the alter was written leaves the outcome unknown.
+        response = await self._send(request, preflight=not validate_only)
         return {
             _entity_from_wire(entry.entity): (entry.error_code, entry.error_message)
             for entry in response.entries
@@ -269,8 +301,23 @@ class ClientQuotaAdminMixin:
 
         results: dict[Entity, AlterResult] = {}
         total = len(alterations)
+        lost: BrokerError | None = None
         for batch in batches(alterations, self._quota_max_records):
-            results.update(self._alter_batch(batch, validate_only))
+            if lost is not None:
+                # The connection was lost: stop, rather than send more into it.
+                for a in batch:
+                    results[a.entity] = AlterResult(a.entity, AlterOutcome.NOT_SENT, lost)
+                continue
+            done = self._alter_batch(batch, validate_only)
+            results.update(done)
+            lost = next(
+                (
+                    r.error
+                    for r in done.values()
+                    if r.outcome in (AlterOutcome.UNKNOWN, AlterOutcome.NOT_SENT)
+                ),
+                None,
+            )
             if on_batch is not None:
                 on_batch(len(results), total)
         return results
@@ -281,8 +328,9 @@ class ClientQuotaAdminMixin:
         api = "AlterClientQuotas"
         pending = {a.entity: a for a in batch}
         results: dict[Entity, AlterResult] = {}
-        # Set when a try got no answer: from then on a failure to learn the
-        # result means "unknown", because that try may have committed.
+        # Set when a try was written and got no answer: from then on a failure
+        # to learn the result means "unknown", because that try may have
+        # committed. A try that was never sent (_NotSent) does not set it.
         unanswered = False
 
         def attempt() -> None:
@@ -291,6 +339,8 @@ class ClientQuotaAdminMixin:
                 answer = self._manager.run(
                     self._async_alter_client_quotas, list(pending.values()), validate_only
                 )
+            except _NotSent:
+                raise
             except Exception as exc:
                 unanswered = unanswered or is_transport_failure(exc)
                 raise
@@ -327,7 +377,12 @@ class ClientQuotaAdminMixin:
                 results[entity] = AlterResult(entity, outcome, error)
         except Exception as exc:  # transport failure after the last try
             error = from_exception(exc, api=api)
-            outcome = AlterOutcome.UNKNOWN if unanswered else AlterOutcome.FAILED
+            if unanswered:
+                outcome = AlterOutcome.UNKNOWN
+            elif isinstance(exc, _NotSent) or isinstance(exc.__cause__, _NotSent):
+                outcome = AlterOutcome.NOT_SENT
+            else:
+                outcome = AlterOutcome.FAILED
             for entity in pending:
                 results[entity] = AlterResult(entity, outcome, error)
         return results
@@ -346,9 +401,19 @@ class ClientQuotaAdminMixin:
                     return call()
         except BrokerError:
             raise
+        except _NotSent as exc:
+            raise from_exception(exc.cause, api=api) from exc
         except kerrors.KafkaError as exc:
             raise from_exception(exc, api=api) from exc
         raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+class _NotSent(Exception):
+    """The request never left this process; ``cause`` says why (retriable)."""
+
+    def __init__(self, cause: BaseException | None) -> None:
+        super().__init__(str(cause) if cause is not None else "not sent")
+        self.cause = cause if cause is not None else kerrors.KafkaConnectionError("not sent")
 
 
 class _PendingEntities(BrokerError):

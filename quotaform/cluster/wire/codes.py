@@ -45,9 +45,15 @@ def from_exception(exc: BaseException, *, api: str) -> BrokerError:
 
 
 def is_retriable(exc: BaseException) -> bool:
-    """True for transport failures and retriable broker codes (7, 41)."""
+    """True for transport failures (sent or not), retriable broker codes
+    (7, 41); never for authentication or authorization failures."""
     if isinstance(exc, BrokerError):
         return exc.code in RETRIABLE_CODES
+    cause = getattr(exc, "cause", None)  # a request that was never sent
+    if isinstance(cause, BaseException) and cause is not exc:
+        return is_retriable(cause)
+    if isinstance(exc, kerrors.SaslAuthenticationFailedError | kerrors.AuthorizationError):
+        return False
     if isinstance(exc, _TRANSPORT_ERRORS):
         return True
     return isinstance(exc, kerrors.NotControllerError)

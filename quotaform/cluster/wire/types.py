@@ -98,8 +98,12 @@ class AlterOutcome(enum.Enum):
     APPLIED = "applied"
     FAILED = "failed"
     UNKNOWN = "unknown"
-    """No answer arrived (timeout, lost connection): the alter may or may not
-    have committed; describe the entity to learn which."""
+    """The request was written but no answer arrived (timeout, lost
+    connection): the alter may or may not have committed; describe the entity
+    to learn which."""
+    NOT_SENT = "not-sent"
+    """The request never left this process (no connection, or the connection
+    failed before it was written): nothing was applied."""
 
 
 @dataclass(frozen=True, slots=True)
