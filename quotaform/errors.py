@@ -40,6 +40,7 @@ __all__ = [
     "EXIT_SANDBOX_NOT_RUNNING",
     "EXIT_SANDBOX_UNRESPONSIVE",
     "EXIT_STALE_PLAN",
+    "ApplyLockedError",
     "AuthorizationError",
     "BrokerError",
     "ClusterConfigError",
@@ -48,6 +49,7 @@ __all__ = [
     "DeletesNotAllowedError",
     "ExportError",
     "GuardRefusedError",
+    "LockError",
     "ManifestError",
     "ManifestProblem",
     "PlanFileError",
@@ -164,6 +166,31 @@ class ClusterMismatchError(QuotaformError):
 
 class ReadOnlyError(QuotaformError):
     """An alter was attempted through a client opened read-only (plan, drift)."""
+
+
+class LockError(QuotaformError):
+    """The apply lock cannot be taken or released (permissions, the cluster)."""
+
+
+class ApplyLockedError(LockError):
+    """Another apply holds the cluster's apply lock; nothing was read or changed.
+
+    Args:
+        holder: who holds it (``quotaform.cluster.lock.LockHolder``), ``None``
+            when its record cannot be read.
+        topic: the lock topic.
+    """
+
+    def __init__(self, holder: object | None, topic: str) -> None:
+        self.holder = holder
+        describe = getattr(holder, "describe", None)
+        who = describe() if callable(describe) else "a holder whose record cannot be read"
+        lock_id = getattr(holder, "lock_id", "ID")
+        super().__init__(
+            f"another apply holds this cluster's apply lock ({who}); nothing was read or "
+            f"changed. Wait for it (--lock-timeout SECONDS), or, if it died, release it with: "
+            f"quotaform unlock --lock-id {lock_id} (the lock is the topic {topic})"
+        )
 
 
 class DeletesNotAllowedError(QuotaformError):

@@ -18,6 +18,7 @@ from quotaform.errors import (
     ClusterConfigError,
     DeletesNotAllowedError,
     GuardRefusedError,
+    PlanFileError,
     QuotaformError,
 )
 from quotaform.manifest import load_manifests, manifest_clusters
@@ -25,8 +26,8 @@ from quotaform.plan.diff import compute_plan
 from quotaform.plan.drift import DriftReport, compute_drift
 from quotaform.plan.model import Plan
 from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
-from quotaform.plan.review import PlanReview, review_plan
-from quotaform.plan.state import ChangeBudget, DesiredState
+from quotaform.plan.review import PlanReview, mismatched, review_plan
+from quotaform.plan.state import ChangeBudget, DesiredState, Scope
 from quotaform.render.words import violation_line
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "plan_clusters",
     "plan_desired",
     "refuse_unless_allowed",
+    "review_saved_plan",
 ]
 
 
@@ -85,6 +87,38 @@ def refuse_unless_allowed(review: PlanReview) -> None:
         raise DeletesNotAllowedError(review.blocked_deletes)
     if review.violations:
         raise GuardRefusedError([violation_line(v) for v in review.violations])
+
+
+def review_saved_plan(
+    plan: Plan, desired: DesiredState | None, flags: ChangeBudget | None = None
+) -> PlanReview:
+    """Judge a saved plan again, trusting nothing its file says about
+    permissions or verdicts: by ``desired`` (the manifests given to apply)
+    with the apply run's ``flags`` over them; without manifests, by the
+    flags over the defaults (deletes not allowed, relax factor 10), with the
+    plan's own entities as all that is known (a removed key that falls back
+    outside them counts as unknown, so as relaxing beyond any factor).
+
+    Raises:
+        PlanFileError: the plan does not match ``desired`` (the file was
+            edited, or made from other manifests), naming the entities.
+    """
+    if desired is None:
+        stand_in = DesiredState.build(
+            cluster=plan.cluster, cluster_id=plan.cluster_id, scope=Scope(()), entities=[]
+        )
+        planned = {c.entity for c in plan.changes}
+        return review_plan(plan, stand_in, flags, in_scope=planned.__contains__)
+    wrong = mismatched(plan, desired)
+    if wrong:
+        names = "; ".join(e.label() for e in wrong[:10])
+        more = f" and {len(wrong) - 10} more" if len(wrong) > 10 else ""
+        raise PlanFileError(
+            f"the saved plan does not match the manifests for {len(wrong)} "
+            f"entit{'y' if len(wrong) == 1 else 'ies'} ({names}{more}): the file was edited "
+            "or made from other manifests; refusing it. Plan again."
+        )
+    return review_plan(plan, desired, flags)
 
 
 def detect_drift(desired: DesiredState, client: ClusterReader) -> DriftReport:

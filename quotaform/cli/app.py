@@ -60,18 +60,19 @@ def _root(
     """Quota-as-code for Apache Kafka client quotas."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not verbose:
-        # kafka-python reports reconnects at WARNING; they are noise for a CLI user.
-        logging.getLogger("kafka").setLevel(logging.ERROR)
+        # quotaform names every failure itself; kafka-python's own retries and
+        # reconnects are noise for a CLI user (shown with -v).
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 def _register() -> None:
-    from quotaform.cli import apply, drift, export, plan, validate
+    from quotaform.cli import apply, drift, export, plan, unlock, validate
     from quotaform.cli.sandbox import sandbox_app
 
-    for module in (validate, plan, apply, drift, export):
+    for module in (validate, plan, apply, drift, export, unlock):
         module.register(app)
     app.add_typer(sandbox_app, name="sandbox", help="Run a local single-node Kafka broker.")
 

@@ -32,12 +32,14 @@ from quotaform.cli.options import (
     MaxRelaxFactorOption,
     Output,
     budget_flags,
+    target,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cli.plan import print_plan
 from quotaform.cluster.apply import ApplyResult, ApplyStatus, apply_plan, check_not_stale
 from quotaform.cluster.connect import connect
-from quotaform.cluster.profiles import resolve_target
+from quotaform.cluster.lock import apply_lock
+from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.errors import (
     EXIT_ERROR,
     EXIT_NOT_CONVERGED,
@@ -47,9 +49,12 @@ from quotaform.errors import (
 )
 from quotaform.formats.apply import render_apply_json
 from quotaform.formats.planfile import is_plan_file, read_plan_file
+from quotaform.manifest import load_manifests
+from quotaform.plan.model import Plan
+from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget
 from quotaform.render.apply import render_apply_text
-from quotaform.workflow import make_plan, refuse_unless_allowed
+from quotaform.workflow import make_plan, refuse_unless_allowed, review_saved_plan
 
 __all__ = ["apply", "register"]
 
@@ -57,7 +62,8 @@ ApplyTargets = Annotated[
     list[Path],
     typer.Argument(
         help="Manifest files or directories (searched recursively for *.yaml, *.yml), "
-        "or one saved plan file from `plan --out`.",
+        "or a saved plan file from `plan --out` followed by the manifests whose settings "
+        "(protection, change budget) judge it.",
         show_default=False,
     ),
 ]
@@ -145,20 +151,41 @@ def apply(
             "--readback-timeout", help="Seconds to wait for the cluster to show the plan."
         ),
     ] = 30.0,
+    lock_timeout: Annotated[
+        float,
+        typer.Option(
+            "--lock-timeout",
+            min=0.0,
+            help="Seconds to wait for another apply's lock on the cluster (default: fail at once).",
+        ),
+    ] = 0.0,
+    no_lock: Annotated[
+        bool,
+        typer.Option(
+            "--no-lock",
+            help="Apply without the cluster's apply lock (for principals that may not "
+            "create the lock topic); concurrent applies are then not serialized.",
+        ),
+    ] = False,
 ) -> None:
     """Plan, ask for 'yes', then apply: validate_only pre-check, alter, read-back.
 
-    With a single saved plan file (from `plan --out FILE`) instead of
+    Takes the cluster's apply lock first (one apply at a time; see `quotaform
+    unlock`). With a saved plan file (from `plan --out FILE`) instead of
     manifests, apply exactly that plan without asking, after checking that it
-    is intact, for this cluster, and not stale.
+    is intact, for this cluster, and not stale; it is judged again by the
+    guard rails and the flags given here, and by the manifests' settings when
+    they follow the plan file (`apply plan.json manifests/`).
 
     Exit codes: 0 applied, 1 nothing applied (error, rejected, guard rails,
-    cancelled, bad plan file), 3 partial failure, 4 read-back did not match in time,
-    5 the saved plan is stale (the cluster changed since it was made).
+    cancelled, bad plan file, lock held), 3 partial (some entities failed, are
+    unknown or were not sent), 4 applied but the read-back did not match in
+    time or could not be made, 5 the saved plan is stale (the cluster changed
+    since it was made).
     """
     console = make_console()
     err = make_console(stderr=True)
-    saved = len(manifests) == 1 and is_plan_file(manifests[0])
+    saved = is_plan_file(manifests[0])
     flags = budget_flags(
         allow_deletes=allow_deletes,
         max_deletes=max_deletes,
@@ -168,23 +195,15 @@ def apply(
         allow_default_removal=allow_default_removal,
         allow_relax=allow_relax,
     )
-    if saved and flags != ChangeBudget():
-        raise PlanFileError(
-            "--allow-deletes and the change-budget flags cannot change a saved plan: "
-            "pass them to `plan --out` instead"
-        )
-    target = resolve_target(cluster, config, bootstrap_server, command_config)
-    with connect(target.settings, read_only=False, cluster_id=target.cluster_id) as client:
+    where = target(cluster, config, bootstrap_server, command_config)
+    with (
+        connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client,
+        apply_lock(client, where.settings, timeout_s=lock_timeout, enabled=not no_lock) as lock,
+    ):
         if saved:
-            the_plan, review = read_plan_file(manifests[0])
-            if target.cluster is not None and the_plan.cluster != target.cluster:
-                raise PlanFileError(
-                    f"{manifests[0]} is a plan for cluster {the_plan.cluster!r}, "
-                    f"not {target.cluster!r}"
-                )
-            check_not_stale(the_plan, client, client.cluster_id())
+            the_plan, review = _saved_plan(manifests, where.cluster, flags, client, err)
         else:
-            _, the_plan, review = make_plan(manifests, client, cluster=target.cluster, flags=flags)
+            _, the_plan, review = make_plan(manifests, client, cluster=where.cluster, flags=flags)
         print_plan(the_plan, review, output, console if output is OutputFormat.text else err)
         if not the_plan.summary.has_changes:
             return
@@ -197,7 +216,40 @@ def apply(
                 the_plan, client, on_progress=on_progress, readback_timeout_s=readback_timeout
             )
     _print_result(result, output, console)
+    if lock.release_error is not None:
+        say(err, lock.release_error, style="bold yellow", prefix="Warning: ")
     raise typer.Exit(EXIT_BY_STATUS[result.status])
+
+
+def _saved_plan(
+    targets: list[Path],
+    cluster: str | None,
+    flags: ChangeBudget,
+    client: QuotaAdminClient,
+    err: Console,
+) -> tuple[Plan, PlanReview]:
+    """A saved plan, checked (intact, signed when a key is set, this
+    cluster's, not stale) and judged again (by the manifests after it in
+    ``targets`` when given)."""
+    the_plan, _ = read_plan_file(targets[0])
+    if cluster is not None and the_plan.cluster != cluster:
+        raise PlanFileError(
+            f"{targets[0]} is a plan for cluster {the_plan.cluster!r}, not {cluster!r}"
+        )
+    desired = (
+        load_manifests(targets[1:], cluster=cluster or the_plan.cluster) if targets[1:] else None
+    )
+    check_not_stale(the_plan, client, client.cluster_id())
+    if desired is None:
+        say(
+            err,
+            "the manifests were not given, so spec.protect, preventDestroy and the "
+            "manifests' change budget were not checked; pass them after the plan file "
+            f"(quotaform apply {targets[0]} MANIFESTS...)",
+            style="yellow",
+            prefix="Note: ",
+        )
+    return the_plan, review_saved_plan(the_plan, desired, flags)
 
 
 def register(app: typer.Typer) -> None:

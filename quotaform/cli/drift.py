@@ -25,10 +25,10 @@ from quotaform.cli.options import (
     CommandConfig,
     ConfigOption,
     Manifests,
+    target,
 )
 from quotaform.cli.output import OutputFormat, emit
 from quotaform.cluster.connect import connect
-from quotaform.cluster.profiles import resolve_target
 from quotaform.errors import EXIT_CHANGES, EXIT_ERROR
 from quotaform.formats.drift import render_drift_json
 from quotaform.manifest import load_manifests
@@ -87,9 +87,9 @@ def drift(
 
     Exit codes: 0 in sync, 2 drift found, 1 error.
     """
-    target = resolve_target(cluster, config, bootstrap_server, command_config)
-    desired = load_manifests(manifests, cluster=target.cluster)
-    with connect(target.settings, read_only=True, cluster_id=target.cluster_id) as client:
+    where = target(cluster, config, bootstrap_server, command_config)
+    desired = load_manifests(manifests, cluster=where.cluster)
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
         report = detect_drift(desired, client)
     _print_report(report, output)
     if not report.in_sync:

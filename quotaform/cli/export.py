@@ -15,10 +15,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from quotaform.cli.options import BootstrapServer, CommandConfig
+from quotaform.cli.options import BootstrapServer, CommandConfig, target
 from quotaform.cli.output import make_console, say
 from quotaform.cluster.connect import connect
-from quotaform.cluster.wire.connection import ConnectionSettings, load_connection_settings
+from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import ExportError
 from quotaform.export.build import Skipped, export_scope, parse_prefixes
 from quotaform.export.files import write_new_file
@@ -32,9 +32,7 @@ Shape = enum.StrEnum("Shape", {name: name for name in SHAPE_NAMES})  # type: ign
 
 
 def _settings(bootstrap_server: str | None, command_config: Path | None) -> ConnectionSettings:
-    return load_connection_settings(
-        bootstrap_server=bootstrap_server, command_config=command_config
-    )
+    return target(None, None, bootstrap_server, command_config).settings
 
 
 def _warn_skipped(skipped: tuple[Skipped, ...], err: Console) -> None:

@@ -14,8 +14,13 @@ from typing import Annotated
 
 import typer
 
-from quotaform.cli.output import OutputFormat
-from quotaform.cluster.profiles import DEFAULT_CONFIG_FILE, ENV_CONFIG
+from quotaform.cli.output import OutputFormat, make_console, say
+from quotaform.cluster.profiles import (
+    DEFAULT_CONFIG_FILE,
+    ENV_CONFIG,
+    ClusterTarget,
+    resolve_target,
+)
 from quotaform.cluster.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
 from quotaform.plan.state import ChangeBudget
 
@@ -35,6 +40,7 @@ __all__ = [
     "MaxRelaxFactorOption",
     "Output",
     "budget_flags",
+    "target",
 ]
 
 Manifests = Annotated[
@@ -169,3 +175,18 @@ def budget_flags(
         allow_default_removal=allow_default_removal or None,
         allow_relax=allow_relax or None,
     )
+
+
+def target(
+    cluster: str | None,
+    config: Path | None,
+    bootstrap_server: str | None,
+    command_config: Path | None,
+) -> ClusterTarget:
+    """Where the command connects (:func:`~quotaform.cluster.profiles.resolve_target`),
+    after printing the connection settings' warnings to standard error."""
+    found = resolve_target(cluster, config, bootstrap_server, command_config)
+    err = make_console(stderr=True)
+    for warning in found.settings.warnings:
+        say(err, warning, style="yellow", prefix="Warning: ")
+    return found

@@ -29,10 +29,11 @@ from quotaform.cli.options import (
     MaxRelaxFactorOption,
     Output,
     budget_flags,
+    target,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cluster.connect import connect
-from quotaform.cluster.profiles import load_required_profiles, resolve_target
+from quotaform.cluster.profiles import load_required_profiles
 from quotaform.errors import EXIT_CHANGES, ClusterConfigError, GuardRefusedError
 from quotaform.formats.multicluster import render_multi_json
 from quotaform.formats.plan import render_json
@@ -133,9 +134,9 @@ def plan(
         if code:
             raise typer.Exit(code)
         return
-    target = resolve_target(cluster, config, bootstrap_server, command_config)
-    with connect(target.settings, read_only=True, cluster_id=target.cluster_id) as client:
-        _, the_plan, review = make_plan(manifests, client, cluster=target.cluster, flags=flags)
+    where = target(cluster, config, bootstrap_server, command_config)
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        _, the_plan, review = make_plan(manifests, client, cluster=where.cluster, flags=flags)
     print_plan(the_plan, review, output)
     if review.violations:
         raise GuardRefusedError(

@@ -16,6 +16,7 @@ Whether a plan may be applied at all is the review's verdict
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ __all__ = [
     "apply_plan",
     "check_not_stale",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Version of the JSON apply result (``schemas/apply.schema.json``).
 APPLY_FORMAT_VERSION = 1
@@ -233,6 +236,7 @@ def apply_plan(
 
     # 1. validate_only: all or nothing. It never writes, so a lost answer
     # here still means nothing was applied.
+    log.info("apply: validate_only pre-check of %d entities", len(alterations))
     checked = client.alter_client_quotas(
         alterations, validate_only=True, on_batch=progress("validate")
     )
@@ -253,6 +257,7 @@ def apply_plan(
         return not_applied(rejected, ApplyStatus.REJECTED)
 
     # 2. The real alter; every entity's result on its own.
+    log.info("apply: altering %d entities", len(alterations))
     results = client.alter_client_quotas(
         alterations, validate_only=False, on_batch=progress("apply")
     )
@@ -268,6 +273,7 @@ def apply_plan(
     # 3. Read-back until every applied entity shows what the plan says; a
     # read-back that cannot be made never erases what the broker confirmed.
     t0 = time.monotonic()
+    log.info("apply: reading back")
     readback_error: str | None = None
     live: dict[Entity, dict[str, float]] | None
     try:
@@ -347,10 +353,16 @@ def check_not_stale(plan: Plan, reader: QuotaReader, cluster_id: str) -> None:
     Reads one strict DescribeClientQuotas per touched entity shape.
 
     Raises:
-        PlanFileError: the plan was made for another cluster id.
+        PlanFileError: the plan records no cluster id (every KRaft cluster has
+            one, so the file was edited) or was made for another cluster id.
         StalePlanError: at least one touched entity moved (listing each).
     """
-    if plan.cluster_id is not None and plan.cluster_id != cluster_id:
+    if plan.cluster_id is None:
+        raise PlanFileError(
+            "the saved plan records no cluster id, so it cannot be tied to this cluster: "
+            "refusing it; plan again"
+        )
+    if plan.cluster_id != cluster_id:
         raise PlanFileError(
             f"the plan was made for cluster id {plan.cluster_id!r} "
             f"({plan.cluster!r}); the bootstrap server belongs to {cluster_id!r}: refusing"

@@ -42,6 +42,7 @@ from quotaform.cluster.wire.connection import (
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
     ConnectionSettings,
+    exposed_secret_warning,
     load_connection_settings,
 )
 from quotaform.errors import ClusterConfigError, ConnectionSettingsError
@@ -404,6 +405,7 @@ def resolve_settings(
     """
     env = os.environ if env is None else env
     secrets: dict[str, str] = {}
+    exposed: str | None = None
     if profile.sasl_username_env is not None:
         secrets[ENV_SASL_USERNAME] = _from_env(
             profile, "saslUsernameEnv", profile.sasl_username_env, env
@@ -416,6 +418,7 @@ def resolve_settings(
         )
     elif profile.sasl_password_file is not None:
         secrets[ENV_SASL_PASSWORD] = _from_file(profile, profile.sasl_password_file)
+        exposed = exposed_secret_warning(profile.sasl_password_file)
     try:
         settings = load_connection_settings(
             bootstrap_server=profile.bootstrap_servers,
@@ -435,6 +438,8 @@ def resolve_settings(
         raise ConnectionSettingsError(
             f"cluster {profile.name!r} ({profile.source}): {exc}"
         ) from exc
+    if exposed is not None:
+        settings = replace(settings, warnings=(*settings.warnings, exposed))
     return settings
 
 

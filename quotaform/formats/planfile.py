@@ -6,14 +6,21 @@ describes those entities again and refuses when any of them moved since the
 plan (:func:`quotaform.cluster.apply.check_not_stale`).
 
 The file is the JSON plan (``schemas/plan.schema.json``) plus a ``checksum``:
-the SHA-256 of the canonical JSON of everything else, so a damaged or
-hand-edited file is refused instead of half-understood.
+the SHA-256 of the canonical JSON of everything else, so a damaged file is
+refused instead of half-understood. A checksum anyone can recompute proves
+nothing about who wrote the file, so apply never trusts the permissions or
+verdicts a file records: it judges the plan again (:mod:`quotaform.plan.review`).
+For pipelines that must know the plan job wrote the file, a key in
+``QUOTAFORM_PLAN_KEY`` makes ``plan --out`` add an HMAC-SHA256 ``signature``
+and ``apply`` refuse a file without a valid one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,22 +32,47 @@ from quotaform.formats.plan import PlanDocument, plan_document, plan_from_docume
 from quotaform.plan.model import PLAN_FORMAT_VERSION, Plan
 from quotaform.plan.review import PlanReview
 
-__all__ = ["is_plan_file", "read_plan_file", "write_plan_file"]
+__all__ = ["ENV_PLAN_KEY", "is_plan_file", "read_plan_file", "write_plan_file"]
+
+#: The environment variable holding the plan-signing key (any string).
+ENV_PLAN_KEY = "QUOTAFORM_PLAN_KEY"
+_SIGNATURE_ALG = "HMAC-SHA256"
+
+
+def _key(env: dict[str, str] | None) -> bytes | None:
+    value = (os.environ if env is None else env).get(ENV_PLAN_KEY)
+    return value.encode("utf-8") if value else None
+
+
+def _sign(key: bytes, body: dict[str, Any]) -> str:
+    return hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
 
 
 def _canonical(data: Mapping[str, Any]) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def write_plan_file(plan: Plan, review: PlanReview, path: str | Path) -> None:
-    """Write ``plan`` and its ``review`` to ``path`` as JSON with a checksum (no
-    secrets: the plan holds entities, quota values and the cluster id only)."""
+def write_plan_file(
+    plan: Plan, review: PlanReview, path: str | Path, *, env: dict[str, str] | None = None
+) -> bool:
+    """Write ``plan`` and its ``review`` to ``path`` as JSON with a checksum,
+    signed with ``QUOTAFORM_PLAN_KEY`` when set (read from ``env``, default
+    ``os.environ``). No secrets: the plan holds entities, quota values and
+    the cluster id only; the key never enters the file.
+
+    Returns:
+        Whether the file was signed.
+    """
     from quotaform import __version__
 
     data = plan_document(plan, review).model_dump(mode="json", by_alias=True)
-    body = {"plan": data, "quotaform_version": __version__}
+    body: dict[str, Any] = {"plan": data, "quotaform_version": __version__}
+    key = _key(env)
+    if key is not None:
+        body["signature"] = {"alg": _SIGNATURE_ALG, "value": _sign(key, body)}
     document = {**body, "checksum": hashlib.sha256(_canonical(body)).hexdigest()}
     Path(path).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    return key is not None
 
 
 def is_plan_file(path: str | Path) -> bool:
@@ -57,12 +89,19 @@ def is_plan_file(path: str | Path) -> bool:
     return head.startswith(b"{")
 
 
-def read_plan_file(path: str | Path) -> tuple[Plan, PlanReview]:
-    """Load a saved plan and the review it was saved with.
+def read_plan_file(
+    path: str | Path, *, env: dict[str, str] | None = None
+) -> tuple[Plan, PlanReview]:
+    """Load a saved plan and the review it was saved with (the review is for
+    showing the plan; apply judges the plan again).
+
+    With ``QUOTAFORM_PLAN_KEY`` set (in ``env``, default ``os.environ``) the
+    file must carry a valid signature made with that key.
 
     Raises:
         PlanFileError: unreadable, not JSON, checksum mismatch (damaged or
-            edited), a ``format_version`` this quotaform does not know (newer),
+            edited), a missing or wrong signature while a key is set, a
+            ``format_version`` this quotaform does not know (newer),
             or content that does not match ``schemas/plan.schema.json``.
     """
     where = str(path)
@@ -88,6 +127,20 @@ def read_plan_file(path: str | Path) -> tuple[Plan, PlanReview]:
             f"{where} is damaged or was edited (checksum mismatch): refusing to apply it; "
             "plan again"
         )
+    key = _key(env)
+    if key is not None:
+        signature = body.pop("signature", None)
+        value = signature.get("value") if isinstance(signature, dict) else None
+        if not isinstance(value, str):
+            raise PlanFileError(
+                f"{where} is not signed, but {ENV_PLAN_KEY} is set: refusing a plan the "
+                "plan job did not sign"
+            )
+        if not hmac.compare_digest(value, _sign(key, body)):
+            raise PlanFileError(
+                f"{where} has a signature that does not match {ENV_PLAN_KEY}: it was "
+                "edited or signed with another key; refusing it"
+            )
     try:
         doc = PlanDocument.model_validate(plan_data)
     except ValidationError as exc:

@@ -22,6 +22,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import Node
 
 from quotaform.errors import ManifestProblem
+from quotaform.kafka.entity import escape_unprintable
 from quotaform.kafka.units import render_raw
 from quotaform.manifest.files import find_manifest_files
 from quotaform.manifest.models import (
@@ -109,15 +110,17 @@ def _message(error: Mapping[str, Any]) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         name = loc[-1]
+        shown = escape_unprintable(repr(str(name)))
         model = _model_at(loc[:-1])
         allowed = _field_names(model) if model is not None else []
         if model is QuotaValues:
             return (
-                f"unknown quota key {str(name)!r}: {_suggest(name, allowed)}Kafka rejects it "
-                f'("Invalid configuration key {name}"); known keys: {", ".join(allowed)}'
+                f"unknown quota key {shown}: {_suggest(name, allowed)}Kafka rejects it "
+                f'("Invalid configuration key {escape_unprintable(str(name))}"); '
+                f"known keys: {', '.join(allowed)}"
             )
         hint = _suggest(name, allowed)
-        return f"unknown field {str(name)!r}: {hint}allowed: {', '.join(allowed)}"
+        return f"unknown field {shown}: {hint}allowed: {', '.join(allowed)}"
     if kind == "literal_error":
         return f"expected {ctx.get('expected')}, got {render_raw(given)}"
     if kind in ("too_short", "string_too_short"):

@@ -24,6 +24,8 @@ from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
+from quotaform.kafka.entity import escape_unprintable
+
 __all__ = [
     "MAX_NUMBER_DIGITS",
     "AliasRefused",
@@ -157,8 +159,13 @@ def locate(root: Node, loc: Loc) -> tuple[int | None, str]:
     path = ""
     for part in loc:
         in_seq = isinstance(node, SequenceNode)
+        # A key is shown as written, but never with a raw newline or control
+        # character (a problem is one line).
+        shown = part if isinstance(part, int) else escape_unprintable(str(part))
         path += (
-            f"[{part}]" if in_seq and isinstance(part, int) else (f".{part}" if path else str(part))
+            f"[{shown}]"
+            if in_seq and isinstance(part, int)
+            else (f".{shown}" if path else str(shown))
         )
         found = _child(node, part) if node is not None else None
         if found is None:

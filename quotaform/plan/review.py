@@ -7,16 +7,17 @@ and the saved-plan format read the :class:`PlanReview` next to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Fallback, fallback
+from quotaform.kafka.units import same_quotas
 from quotaform.plan.guards import Violation, check_guards
 from quotaform.plan.model import Action, KeyAction, Plan
 from quotaform.plan.state import ChangeBudget, DesiredState
 
-__all__ = ["PlanReview", "removal_fallbacks", "review_plan"]
+__all__ = ["PlanReview", "mismatched", "removal_fallbacks", "review_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,24 +51,37 @@ class PlanReview:
         return bool(self.violations or self.blocked_deletes)
 
 
-def removal_fallbacks(plan: Plan, desired: DesiredState) -> dict[tuple[Entity, str], Fallback]:
+def removal_fallbacks(
+    plan: Plan, desired: DesiredState, in_scope: Callable[[Entity], bool] | None = None
+) -> dict[tuple[Entity, str], Fallback]:
     """For every quota key ``plan`` removes: where its clients fall, per
     :func:`~quotaform.kafka.resolution.fallback` on the state after the plan,
-    with the manifests' scope bounding what is known. Ordered like the plan."""
+    with ``in_scope`` (default: the manifests' scope) bounding what is known.
+    Ordered like the plan."""
     after = plan.after_state()
+    known = in_scope or desired.scope.contains
     return {
-        (change.entity, kc.key): fallback(
-            change.entity, kc.key, after, in_scope=desired.scope.contains
-        )
+        (change.entity, kc.key): fallback(change.entity, kc.key, after, in_scope=known)
         for change in plan.changes
         for kc in change.key_changes
         if kc.action is KeyAction.REMOVE
     }
 
 
-def review_plan(plan: Plan, desired: DesiredState, flags: ChangeBudget | None = None) -> PlanReview:
+def review_plan(
+    plan: Plan,
+    desired: DesiredState,
+    flags: ChangeBudget | None = None,
+    *,
+    in_scope: Callable[[Entity], bool] | None = None,
+) -> PlanReview:
     """Judge ``plan`` (made from ``desired``) by the manifests' budget with
     ``flags`` (one run's ``--allow-*`` / ``--max-*``) over it.
+
+    Args:
+        in_scope: which entities the plan's after-state is complete for
+            (what removed keys can be known to fall back to); default the
+            manifests' scope.
 
     Returns:
         The fallbacks of removed keys, the guard-rail violations
@@ -75,7 +89,7 @@ def review_plan(plan: Plan, desired: DesiredState, flags: ChangeBudget | None = 
         not allowed.
     """
     budget = (flags or ChangeBudget()).over(desired.budget).resolved()
-    fallbacks = removal_fallbacks(plan, desired)
+    fallbacks = removal_fallbacks(plan, desired, in_scope)
     blocked: tuple[Entity, ...] = ()
     if not budget.allow_deletes:
         blocked = tuple(c.entity for c in plan.changes if c.action is Action.DELETE)
@@ -85,3 +99,21 @@ def review_plan(plan: Plan, desired: DesiredState, flags: ChangeBudget | None = 
         violations=tuple(check_guards(plan, desired, budget, fallbacks)),
         blocked_deletes=blocked,
     )
+
+
+def mismatched(plan: Plan, desired: DesiredState) -> tuple[Entity, ...]:
+    """Entities where ``plan`` does not lead to what ``desired`` declares,
+    sorted: a declared entity the plan leaves out or takes to other quotas, a
+    planned entity outside the scope, or an undeclared one the plan does not
+    delete. Empty for a plan made from ``desired`` (a saved plan whose file
+    was edited, or made from other manifests, is not)."""
+    planned = {c.entity: c for c in plan.changes}
+    wrong: set[Entity] = set()
+    for entity, declared in desired.entities.items():
+        change = planned.get(entity)
+        if change is None or not same_quotas(change.after, declared.quotas):
+            wrong.add(entity)
+    for entity, change in planned.items():
+        if not desired.scope.contains(entity) or (entity not in desired.entities and change.after):
+            wrong.add(entity)
+    return tuple(sorted(wrong, key=Entity.sort_key))

@@ -140,14 +140,33 @@ def test_a_damaged_plan_file_is_refused(setup, config_command) -> None:  # type:
     assert config_command_view(config_command) == {}
 
 
-def test_allow_deletes_cannot_change_a_saved_plan(setup) -> None:  # type: ignore[no-untyped-def]
+def test_the_flags_given_to_apply_judge_a_saved_plan(setup, config_command, admin) -> None:  # type: ignore[no-untyped-def]
     bootstrap, manifest, planfile = setup
-    assert (
-        cli(
-            "plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile)
-        ).exit_code
-        == 0
+    from quotaform.cluster.wire import QuotaAlteration
+
+    stray = Entity.of(user="svc-stray")
+    admin.alter_client_quotas(
+        [QuotaAlteration(stray, {"producer_byte_rate": 4096.0})], validate_only=False
     )
-    refused = cli("apply", str(planfile), "--bootstrap-server", bootstrap, "--allow-deletes")
-    assert refused.exit_code == 1
-    assert "cannot change a saved plan" in refused.output
+    eventually(lambda: config_command_view(config_command), lambda v: stray in v)
+    made = cli(
+        "plan",
+        str(manifest),
+        "--bootstrap-server",
+        bootstrap,
+        "--out",
+        str(planfile),
+        "--allow-deletes",
+        "--allow-relax",
+    )
+    assert made.exit_code == 0, made.output
+    # The file records deletes_allowed: true; apply does not trust it.
+    refused = cli("apply", str(planfile), "--bootstrap-server", bootstrap)
+    assert refused.exit_code == 1, refused.output
+    assert "deletes are not allowed" in refused.output
+    assert stray in config_command_view(config_command)
+    allowed = cli(
+        "apply", str(planfile), "--bootstrap-server", bootstrap, "--allow-deletes", "--allow-relax"
+    )
+    assert allowed.exit_code == 0, allowed.output
+    assert stray not in config_command_view(config_command)

@@ -161,3 +161,12 @@ def test_yaml_reader_errors_name_the_file_and_line(tmp_path: Path) -> None:
     assert len(found) == 1
     assert found[0].startswith(f"{path}:7: (yaml): ")
     assert "<unicode string>" not in found[0] and "position" not in found[0]
+
+
+def test_a_key_with_a_newline_gives_one_line_per_problem(tmp_path: Path) -> None:
+    # Found by the property test: the key text reached the field path and the message raw.
+    path = write(tmp_path, '    - entity: {user: a}\n      values: {"\\n": 1, "x\\ny": 2}\n')
+    found = problems(path)
+    assert len(found) == 2
+    assert all("\n" not in p for p in found), found
+    assert any(".values.\\u000a: unknown quota key '\\n'" in p for p in found), found

@@ -13,11 +13,13 @@ a read-only switch.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import kafka.errors as kerrors
 from kafka import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from tenacity import (
@@ -398,7 +400,10 @@ class ClientQuotaAdminMixin:
             for attempt in self._quota_retry.retrying(on_retry):
                 with attempt:
                     self.rpc_counts[api] = self.rpc_counts.get(api, 0) + 1
-                    return call()
+                    start = time.perf_counter()
+                    result = call()
+                    log.info("%s answered in %.3f s", api, time.perf_counter() - start)
+                    return result
         except BrokerError:
             raise
         except _NotSent as exc:
@@ -406,6 +411,14 @@ class ClientQuotaAdminMixin:
         except kerrors.KafkaError as exc:
             raise from_exception(exc, api=api) from exc
         raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+#: Failures that retrying cannot mend: wrong credentials or mechanism.
+_AUTH_FAILURES = (
+    kerrors.SaslAuthenticationFailedError,
+    kerrors.UnsupportedSaslMechanismError,
+    kerrors.IllegalSaslStateError,
+)
 
 
 class _NotSent(Exception):
@@ -458,8 +471,58 @@ class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
         self._quota_max_records = max_records
         self.rpc_counts = {}
         self._cluster_id: str | None = None
+        self._bootstrap_errors: list[BaseException] = []
         configs.setdefault("request_timeout_ms", request_timeout_ms)
-        super().__init__(**configs)
+        configs.setdefault("kafka_client", self._watching_client)
+        try:
+            super().__init__(**configs)
+        except kerrors.KafkaTimeoutError as exc:
+            # KafkaAdminClient leaves its I/O thread running when bootstrap fails.
+            if getattr(self, "_client", None) is not None:
+                self._client.close()
+                self._net.stop()
+            fatal = next((e for e in self._bootstrap_errors if isinstance(e, _AUTH_FAILURES)), None)
+            if fatal is not None:
+                raise fatal from exc
+            raise
+
+    def _watching_client(self, **config: Any) -> Any:
+        """kafka-python's network client (the public ``kafka_client`` hook),
+        watching each bootstrap connection: an authentication failure stops
+        the bootstrap at once instead of retrying for the whole timeout."""
+        client = KafkaNetClient(**config)
+        manager = client._manager
+        errors = self._bootstrap_errors
+        get_connection = manager.get_connection
+
+        def watched(node_id: Any, *args: Any, **kwargs: Any) -> Any:
+            conn = get_connection(node_id, *args, **kwargs)
+            if not getattr(conn, "_quotaform_watched", False):
+                conn._quotaform_watched = True
+
+                def on_failure(exc: BaseException, conn: Any = conn) -> None:
+                    if manager.bootstrapped:
+                        return
+                    # The broker closes the socket right after refusing SASL
+                    # credentials and kafka-python may drop that answer: a
+                    # disconnect after ApiVersions, during SASL, is that.
+                    if (
+                        conn.sasl_enabled
+                        and conn.broker_version_data is not None
+                        and type(exc) is kerrors.KafkaConnectionError
+                    ):
+                        exc = kerrors.SaslAuthenticationFailedError(
+                            "the broker closed the connection during SASL authentication"
+                        )
+                    errors.append(exc)
+                    if isinstance(exc, _AUTH_FAILURES):
+                        manager.close()  # ends kafka-python's bootstrap loop
+
+                conn.init_future.add_errback(on_failure)
+            return conn
+
+        manager.get_connection = watched
+        return client
 
     @property
     def read_only(self) -> bool:

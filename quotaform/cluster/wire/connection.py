@@ -29,6 +29,7 @@ from quotaform.errors import ConnectionSettingsError
 __all__ = [
     "ENV_BOOTSTRAP",
     "ConnectionSettings",
+    "exposed_secret_warning",
     "load_connection_settings",
     "redact_secrets_in_logs",
 ]
@@ -63,6 +64,10 @@ class ConnectionSettings:
     Attributes:
         bootstrap_servers: ``host:port[,host:port...]``.
         request_timeout_ms: timeout of one RPC in milliseconds.
+        connect_timeout_ms: how long to try to reach a bootstrap server, in
+            milliseconds.
+        warnings: things the operator should fix that do not stop the
+            connection (a secret file readable by others), without secrets.
         Others: kafka-python's names for the same settings. ``sasl_password``
         and ``ssl_password`` never appear in ``repr`` or :meth:`describe`.
     """
@@ -80,6 +85,8 @@ class ConnectionSettings:
     ssl_check_hostname: bool = True
     client_id: str = "quotaform"
     request_timeout_ms: int = 30_000
+    connect_timeout_ms: int = 15_000
+    warnings: tuple[str, ...] = ()
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -222,8 +229,11 @@ def load_connection_settings(
     """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
+    warnings: list[str] = []
     if command_config:
         values.update(_from_properties(Path(command_config)))
+        if values.get("sasl_password") or values.get("ssl_password"):
+            warnings += filter(None, [exposed_secret_warning(Path(command_config))])
     for var, name in (
         (ENV_BOOTSTRAP, "bootstrap_servers"),
         (ENV_SASL_USERNAME, "sasl_username"),
@@ -239,7 +249,7 @@ def load_connection_settings(
             "no bootstrap server: pass --bootstrap-server HOST:PORT, set "
             f"{ENV_BOOTSTRAP}, or put bootstrap.servers in the --command-config file"
         )
-    settings = ConnectionSettings(**values)
+    settings = ConnectionSettings(**values, warnings=tuple(warnings))
     if settings.security_protocol not in _PROTOCOLS:
         raise ConnectionSettingsError(
             f"unknown security.protocol {settings.security_protocol!r} "
@@ -258,6 +268,21 @@ def load_connection_settings(
                 f"--command-config file, or {ENV_SASL_USERNAME} and {ENV_SASL_PASSWORD}"
             )
     return settings
+
+
+def exposed_secret_warning(path: Path) -> str | None:
+    """A warning when ``path``, which holds a secret, can be read by its
+    group or by others (as ssh refuses such key files), else ``None``."""
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        return None
+    if not mode & 0o077:
+        return None
+    return (
+        f"{path} holds a secret but is readable by its group or others (mode {mode:04o}): "
+        f"restrict it with chmod 600 {path}"
+    )
 
 
 _REDACTED: set[str] = set()
