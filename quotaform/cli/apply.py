@@ -52,9 +52,9 @@ from quotaform.formats.planfile import is_plan_file, read_plan_file
 from quotaform.manifest import load_manifests
 from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
-from quotaform.plan.state import ChangeBudget
+from quotaform.plan.state import ChangeBudget, DesiredState
 from quotaform.render.apply import render_apply_text
-from quotaform.workflow import make_plan, refuse_unless_allowed, review_saved_plan
+from quotaform.workflow import plan_desired, refuse_unless_allowed, review_saved_plan
 
 __all__ = ["apply", "register"]
 
@@ -196,14 +196,25 @@ def apply(
         allow_relax=allow_relax,
     )
     where = target(cluster, config, bootstrap_server, command_config)
+    # The files are read before the lock is taken: they say nothing about the cluster.
+    saved_plan = read_plan_file(manifests[0])[0] if saved else None
+    policy = manifests[1:] if saved else manifests
+    desired = None
+    if policy:
+        for_cluster = where.cluster or (saved_plan.cluster if saved_plan else None)
+        desired = load_manifests(policy, cluster=for_cluster)
     with (
         connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client,
         apply_lock(client, where.settings, timeout_s=lock_timeout, enabled=not no_lock) as lock,
     ):
-        if saved:
-            the_plan, review = _saved_plan(manifests, where.cluster, flags, client, err)
+        if saved_plan is not None:
+            the_plan = saved_plan
+            review = _judge_saved(
+                saved_plan, manifests[0], desired, where.cluster, flags, client, err
+            )
         else:
-            _, the_plan, review = make_plan(manifests, client, cluster=where.cluster, flags=flags)
+            assert desired is not None
+            the_plan, review = plan_desired(desired, client, flags=flags)
         print_plan(the_plan, review, output, console if output is OutputFormat.text else err)
         if not the_plan.summary.has_changes:
             return
@@ -221,35 +232,33 @@ def apply(
     raise typer.Exit(EXIT_BY_STATUS[result.status])
 
 
-def _saved_plan(
-    targets: list[Path],
+def _judge_saved(
+    the_plan: Plan,
+    planfile: Path,
+    desired: DesiredState | None,
     cluster: str | None,
     flags: ChangeBudget,
     client: QuotaAdminClient,
     err: Console,
-) -> tuple[Plan, PlanReview]:
-    """A saved plan, checked (intact, signed when a key is set, this
-    cluster's, not stale) and judged again (by the manifests after it in
-    ``targets`` when given)."""
-    the_plan, _ = read_plan_file(targets[0])
+) -> PlanReview:
+    """A saved plan (read intact, signed when a key is set), checked for this
+    cluster and not stale, and judged again (by ``desired``, the manifests
+    given after it, when given)."""
     if cluster is not None and the_plan.cluster != cluster:
         raise PlanFileError(
-            f"{targets[0]} is a plan for cluster {the_plan.cluster!r}, not {cluster!r}"
+            f"{planfile} is a plan for cluster {the_plan.cluster!r}, not {cluster!r}"
         )
-    desired = (
-        load_manifests(targets[1:], cluster=cluster or the_plan.cluster) if targets[1:] else None
-    )
     check_not_stale(the_plan, client, client.cluster_id())
     if desired is None:
         say(
             err,
             "the manifests were not given, so spec.protect, preventDestroy and the "
             "manifests' change budget were not checked; pass them after the plan file "
-            f"(quotaform apply {targets[0]} MANIFESTS...)",
+            f"(quotaform apply {planfile} MANIFESTS...)",
             style="yellow",
             prefix="Note: ",
         )
-    return the_plan, review_saved_plan(the_plan, desired, flags)
+    return review_saved_plan(the_plan, desired, flags)
 
 
 def register(app: typer.Typer) -> None:

@@ -240,4 +240,8 @@ def apply_lock(
         try:
             release(client)
         except LockError as exc:
-            held.release_error = str(exc)
+            held.release_error = (
+                f"{exc} (quotaform unlock --lock-id {held.holder.lock_id})"
+                if held.holder is not None
+                else str(exc)
+            )

@@ -14,13 +14,16 @@ truncation).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import tracemalloc
+from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
@@ -33,6 +36,9 @@ from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.manifest import load_manifests
 
 EXAMPLES = int(os.environ.get("QUOTAFORM_FUZZ_EXAMPLES", "1500"))
+#: Where to write the figures of a run (cases, slowest case, peak memory), if set.
+REPORT = os.environ.get("QUOTAFORM_FUZZ_REPORT")
+STATS: dict[str, Any] = {"cases": 0, "loaded": 0, "refused": 0, "slowest_s": 0.0, "peak_bytes": 0}
 #: Hang and blow-up guards per case, not performance targets.
 SECONDS_PER_CASE = 2.0
 BYTES_PER_CASE = 64 * 1024 * 1024
@@ -181,9 +187,12 @@ def _check_case(tmp_path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
     tracemalloc.start()
     start = time.perf_counter()
+    STATS["cases"] += 1
     try:
         load_manifests([path])
+        STATS["loaded"] += 1
     except ManifestError as exc:
+        STATS["refused"] += 1
         assert exc.problems, "an error lists its problems"
         for problem in exc.problems:
             assert problem.path == str(path), problem
@@ -193,8 +202,17 @@ def _check_case(tmp_path: Path, text: str) -> None:
         elapsed = time.perf_counter() - start
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
+    STATS["slowest_s"] = max(STATS["slowest_s"], elapsed)
+    STATS["peak_bytes"] = max(STATS["peak_bytes"], peak)
     assert elapsed < SECONDS_PER_CASE, f"{elapsed:.2f} s"
     assert peak < BYTES_PER_CASE, f"{peak} bytes"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report() -> Iterator[None]:
+    yield
+    if REPORT:
+        Path(REPORT).write_text(json.dumps(STATS, indent=2) + "\n", encoding="utf-8")
 
 
 _SETTINGS = settings(
