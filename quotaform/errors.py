@@ -4,28 +4,15 @@ Library code raises these and never prints or exits; the CLI catches
 :class:`QuotaformError` once, prints ``Error: <message>`` to standard error and
 exits with ``error.exit_code``.
 
-Exit codes, for every command:
-
-====  ======================================================================
-code  meaning
-====  ======================================================================
-0     success; for ``plan --detailed-exitcode`` and ``drift``: no changes
-1     error: bad input or usage, connection, authorization, a refused plan;
-      for ``apply``: nothing was applied
-2     ``plan --detailed-exitcode``: changes present; ``drift``: drift found
-3     ``apply``: partial: some entities applied, others failed or unknown
-4     ``apply``: every alter succeeded but the read-back did not match in time
-5     ``apply PLANFILE``: the saved plan is stale (the cluster changed)
-====  ======================================================================
-
-``sandbox status`` follows LSB init scripts instead: 3 not running, 4 not
-answering.
+Exit codes, for every command: :data:`EXIT_CODE_MEANINGS` (the README's table).
+``sandbox status`` follows LSB init scripts: 3 not running, 4 not answering.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol
 
 from quotaform.kafka.entity import Entity
@@ -33,6 +20,7 @@ from quotaform.kafka.units import format_quota_value
 
 __all__ = [
     "EXIT_CHANGES",
+    "EXIT_CODE_MEANINGS",
     "EXIT_ERROR",
     "EXIT_NOT_CONVERGED",
     "EXIT_OK",
@@ -40,13 +28,13 @@ __all__ = [
     "EXIT_SANDBOX_NOT_RUNNING",
     "EXIT_SANDBOX_UNRESPONSIVE",
     "EXIT_STALE_PLAN",
+    "ApplyCancelledError",
     "ApplyLockedError",
     "AuthorizationError",
     "BrokerError",
     "ClusterConfigError",
     "ClusterMismatchError",
     "ConnectionSettingsError",
-    "DeletesNotAllowedError",
     "ExportError",
     "GuardRefusedError",
     "LockError",
@@ -67,6 +55,27 @@ EXIT_NOT_CONVERGED = 4
 EXIT_STALE_PLAN = 5
 EXIT_SANDBOX_NOT_RUNNING = 3
 EXIT_SANDBOX_UNRESPONSIVE = 4
+
+#: The one exit-code table of every command; the README's "Exit codes" table
+#: is this table (a unit test compares them).
+EXIT_CODE_MEANINGS: Mapping[int, str] = MappingProxyType(
+    {
+        EXIT_OK: "success (valid, planned, applied, in sync, shown); with "
+        "--detailed-exitcode: no changes",
+        EXIT_ERROR: "error, nothing changed: a usage error (unknown option, missing "
+        "argument), bad manifests or options, no connection, not authorized, a plan the "
+        "guard rails refuse (plan saves no file), apply cancelled or rejected by the "
+        "validate_only pre-check",
+        EXIT_CHANGES: "changes present (plan --detailed-exitcode) or drift found (drift); "
+        "never an error",
+        EXIT_PARTIAL: "apply: partial (some entities applied, others failed, unknown or not "
+        "sent); sandbox status: not running",
+        EXIT_NOT_CONVERGED: "apply: every entity applied but the read-back did not match "
+        "in time; sandbox status: not answering",
+        EXIT_STALE_PLAN: "apply PLANFILE: the saved plan is stale (the cluster changed since "
+        "it was made); nothing applied",
+    }
+)
 
 
 class QuotaformError(Exception):
@@ -193,25 +202,6 @@ class ApplyLockedError(LockError):
         )
 
 
-class DeletesNotAllowedError(QuotaformError):
-    """The plan deletes entities but deletes are not allowed; nothing was sent.
-
-    Args:
-        entities: the entities the plan would delete.
-    """
-
-    def __init__(self, entities: Sequence[Entity]) -> None:
-        self.entities = tuple(entities)
-        names = "; ".join(e.label() for e in self.entities[:10])
-        more = f" and {len(self.entities) - 10} more" if len(self.entities) > 10 else ""
-        n = len(self.entities)
-        super().__init__(
-            f"the plan deletes {n} entit{'y' if n == 1 else 'ies'} ({names}{more}) but "
-            "deletes are not allowed; nothing was applied. "
-            "Set spec.allowDeletes: true in the manifests or pass --allow-deletes."
-        )
-
-
 class GuardRefusedError(QuotaformError):
     """The plan breaks a guard rail (protection, change budget); nothing was sent.
 
@@ -243,6 +233,11 @@ def _quotas_text(quotas: Mapping[str, float]) -> str:
     if not quotas:
         return "(no quotas)"
     return ", ".join(f"{k}={format_quota_value(k, v)}" for k, v in sorted(quotas.items()))
+
+
+class ApplyCancelledError(QuotaformError):
+    """apply was not approved (an answer other than ``yes``, or no input to
+    read without ``--auto-approve``); nothing was sent."""
 
 
 class StalePlanError(QuotaformError):

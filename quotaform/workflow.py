@@ -16,7 +16,6 @@ from quotaform.cluster.read import ClusterReader, read_live_state
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.errors import (
     ClusterConfigError,
-    DeletesNotAllowedError,
     GuardRefusedError,
     PlanFileError,
     QuotaformError,
@@ -80,11 +79,9 @@ def refuse_unless_allowed(review: PlanReview) -> None:
     """Refuse a plan apply must not run, before anything is sent.
 
     Raises:
-        DeletesNotAllowedError: the plan deletes while deletes are not allowed.
-        GuardRefusedError: listing every violation and the flag allowing it.
+        GuardRefusedError: listing every violation (deletes not allowed,
+            protection, the budget) and the flag allowing each.
     """
-    if review.blocked_deletes:
-        raise DeletesNotAllowedError(review.blocked_deletes)
     if review.violations:
         raise GuardRefusedError([violation_line(v) for v in review.violations])
 
@@ -143,12 +140,14 @@ def plan_clusters(
     *,
     flags: ChangeBudget | None = None,
     env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
 ) -> MultiClusterPlan:
     """Plan every cluster the manifests name, each with its profile and a
     read-only client, one after the other.
 
     A cluster whose manifests, connection or plan fails is recorded as failed
-    (its error message) and the others still run.
+    (its error message) and the others still run. ``timeout_s`` (``--timeout``)
+    bounds each connection attempt and each RPC, in seconds.
 
     Raises:
         ManifestError: the set cannot be read at all.
@@ -172,7 +171,7 @@ def plan_clusters(
         try:
             desired = load_manifests(paths, cluster=name)
             profile = profiles.get(name)
-            settings = resolve_settings(profile, env=env)
+            settings = resolve_settings(profile, env=env).with_timeout(timeout_s)
             with connect(settings, read_only=True, cluster_id=profile.cluster_id) as client:
                 plan, review = plan_desired(desired, client, flags=flags)
         except QuotaformError as exc:

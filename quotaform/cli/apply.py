@@ -10,9 +10,10 @@ alter succeeded but the read-back did not match within
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -31,6 +32,7 @@ from quotaform.cli.options import (
     MaxDeletesOption,
     MaxRelaxFactorOption,
     Output,
+    Timeout,
     budget_flags,
     target,
 )
@@ -45,9 +47,14 @@ from quotaform.errors import (
     EXIT_NOT_CONVERGED,
     EXIT_OK,
     EXIT_PARTIAL,
+    EXIT_STALE_PLAN,
+    ApplyCancelledError,
+    GuardRefusedError,
     PlanFileError,
+    QuotaformError,
+    StalePlanError,
 )
-from quotaform.formats.apply import render_apply_json
+from quotaform.formats.apply import ApplyDocument, apply_document, render_apply_json
 from quotaform.formats.planfile import is_plan_file, read_plan_file
 from quotaform.manifest import load_manifests
 from quotaform.plan.model import Plan
@@ -70,6 +77,9 @@ ApplyTargets = Annotated[
 
 #: The exit code of each way an apply ends.
 EXIT_BY_STATUS = {
+    ApplyStatus.REFUSED: EXIT_ERROR,
+    ApplyStatus.CANCELLED: EXIT_ERROR,
+    ApplyStatus.STALE: EXIT_STALE_PLAN,
     ApplyStatus.NOTHING_TO_DO: EXIT_OK,
     ApplyStatus.APPLIED: EXIT_OK,
     ApplyStatus.REJECTED: EXIT_ERROR,
@@ -79,14 +89,34 @@ EXIT_BY_STATUS = {
 }
 
 
-def _confirm(console: Console) -> bool:
+def _confirm(console: Console) -> None:
+    """Ask for a typed ``yes`` on ``console`` and read one line of standard
+    input (standard output stays clean for ``-o json``).
+
+    Raises:
+        ApplyCancelledError: any other answer, or no input to read (standard
+            input closed or empty without ``--auto-approve``): the message
+            says how to skip the question.
+    """
     console.print(
         "\nDo you want to perform these actions?\n"
         "  quotaform will perform the actions described above.\n"
         "  Only 'yes' will be accepted to approve.\n"
     )
-    answer: str = typer.prompt("  Enter a value", default="", show_default=False)
-    return answer.strip() == "yes"
+    console.print("  Enter a value: ", end="")
+    console.file.flush()
+    answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        console.print()  # a terminal echoed the Enter; a pipe did not
+    if not answer:
+        raise ApplyCancelledError(
+            "apply needs a typed 'yes' to go ahead, but there is no input to read "
+            "(standard input is closed or not a terminal): pass --auto-approve "
+            "(-auto-approve) to apply without asking, or save a reviewed plan with "
+            "`quotaform plan ... --out plan.json` and run `quotaform apply plan.json`"
+        )
+    if answer.strip() != "yes":
+        raise ApplyCancelledError("apply cancelled: only 'yes' approves; nothing was applied")
 
 
 class _progress:
@@ -117,15 +147,22 @@ class _progress:
         self.bar.stop()
 
 
-def _print_result(result: ApplyResult, output: OutputFormat, console: Console) -> None:
-    emit(
-        result,
-        output,
-        text=render_apply_text,
-        markdown=lambda r: render_apply_text(r).plain,
-        json=render_apply_json,
-        console=console,
-    )
+def _print_result(
+    document: ApplyDocument, result: ApplyResult | None, output: OutputFormat, console: Console
+) -> None:
+    """The apply's one report on standard output: the JSON document (the plan
+    inside it), or the result in text (nothing more when nothing was sent)."""
+    if output is OutputFormat.json:
+        sys.stdout.write(render_apply_json(document))
+    elif result is not None:
+        emit(
+            result,
+            output,
+            text=render_apply_text,
+            markdown=lambda r: render_apply_text(r).plain,
+            json=lambda r: render_apply_json(document),
+            console=console,
+        )
 
 
 def apply(
@@ -134,6 +171,7 @@ def apply(
     command_config: CommandConfig = None,
     cluster: ClusterOption = None,
     config: ConfigOption = None,
+    timeout: Timeout = None,
     output: Output = OutputFormat.text,
     allow_deletes: AllowDeletes = False,
     max_deletes: MaxDeletesOption = None,
@@ -143,7 +181,10 @@ def apply(
     allow_default_removal: AllowDefaultRemovalOption = False,
     allow_relax: AllowRelaxOption = False,
     auto_approve: Annotated[
-        bool, typer.Option("--auto-approve", help="Skip the typed 'yes' (for pipelines).")
+        bool,
+        typer.Option(
+            "--auto-approve", "-auto-approve", help="Skip the typed 'yes' (for pipelines)."
+        ),
     ] = False,
     readback_timeout: Annotated[
         float,
@@ -195,41 +236,86 @@ def apply(
         allow_default_removal=allow_default_removal,
         allow_relax=allow_relax,
     )
-    where = target(cluster, config, bootstrap_server, command_config)
-    # The files are read before the lock is taken: they say nothing about the cluster.
+    # The files are read before connecting: they say nothing about the cluster.
     saved_plan = read_plan_file(manifests[0])[0] if saved else None
     policy = manifests[1:] if saved else manifests
     desired = None
     if policy:
-        for_cluster = where.cluster or (saved_plan.cluster if saved_plan else None)
+        for_cluster = cluster or (saved_plan.cluster if saved_plan else None)
         desired = load_manifests(policy, cluster=for_cluster)
+    implied = saved_plan.cluster if saved_plan is not None else None
+    if desired is not None:
+        implied = implied or desired.cluster
+    where = target(
+        cluster,
+        config,
+        bootstrap_server,
+        command_config,
+        implied=implied,
+        near=manifests,
+        timeout=timeout,
+    )
+    plan_to = err if output is OutputFormat.json else console
     with (
         connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client,
         apply_lock(client, where.settings, timeout_s=lock_timeout, enabled=not no_lock) as lock,
     ):
         if saved_plan is not None:
             the_plan = saved_plan
-            review = _judge_saved(
-                saved_plan, manifests[0], desired, where.cluster, flags, client, err
-            )
+            try:
+                review = _judge_saved(
+                    saved_plan, manifests[0], desired, where.cluster, flags, client, err
+                )
+            except StalePlanError as exc:
+                the_review = review_saved_plan(saved_plan, desired, flags)
+                _stop(the_plan, the_review, ApplyStatus.STALE, exc, output, console)
         else:
             assert desired is not None
             the_plan, review = plan_desired(desired, client, flags=flags)
-        print_plan(the_plan, review, output, console if output is OutputFormat.text else err)
+        # With -o json the plan goes to standard error as text: stdout carries one document.
+        print_plan(
+            the_plan, review, OutputFormat.text if output is OutputFormat.json else output, plan_to
+        )
         if not the_plan.summary.has_changes:
+            _print_result(
+                apply_document(the_plan, review, status=ApplyStatus.NOTHING_TO_DO),
+                None,
+                output,
+                console,
+            )
             return
-        refuse_unless_allowed(review)
-        if not saved and not auto_approve and not _confirm(console):
-            say(err, "Apply cancelled.", style="bold red")
-            raise typer.Exit(EXIT_ERROR)
+        try:
+            refuse_unless_allowed(review)
+            if not saved and not auto_approve:
+                _confirm(console if output is not OutputFormat.json else err)
+        except GuardRefusedError as exc:
+            _stop(the_plan, review, ApplyStatus.REFUSED, exc, output, console)
+        except ApplyCancelledError as exc:
+            _stop(the_plan, review, ApplyStatus.CANCELLED, exc, output, console)
         with _progress(err) as on_progress:
             result = apply_plan(
                 the_plan, client, on_progress=on_progress, readback_timeout_s=readback_timeout
             )
-    _print_result(result, output, console)
+    _print_result(apply_document(the_plan, review, result), result, output, console)
     if lock.release_error is not None:
         say(err, lock.release_error, style="bold yellow", prefix="Warning: ")
     raise typer.Exit(EXIT_BY_STATUS[result.status])
+
+
+def _stop(
+    the_plan: Plan,
+    review: PlanReview,
+    status: ApplyStatus,
+    exc: QuotaformError,
+    output: OutputFormat,
+    console: Console,
+) -> NoReturn:
+    """End an apply that sent nothing: with ``-o json`` its document (status and
+    reason) on standard output; the error itself on standard error, always."""
+    _print_result(
+        apply_document(the_plan, review, status=status, error=str(exc)), None, output, console
+    )
+    raise exc
 
 
 def _judge_saved(

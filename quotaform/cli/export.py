@@ -15,10 +15,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from quotaform.cli.options import BootstrapServer, CommandConfig, target
+from quotaform.cli.options import (
+    BootstrapServer,
+    ClusterOption,
+    CommandConfig,
+    ConfigOption,
+    Timeout,
+    manifests_and_target,
+    target,
+)
 from quotaform.cli.output import make_console, say
 from quotaform.cluster.connect import connect
-from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import ExportError
 from quotaform.export.build import Skipped, export_scope, parse_prefixes
 from quotaform.export.files import write_new_file
@@ -29,10 +36,6 @@ __all__ = ["Shape", "register"]
 
 #: Entity shapes, spelled as in ``spec.scope[].shape`` (from the one shape table).
 Shape = enum.StrEnum("Shape", {name: name for name in SHAPE_NAMES})  # type: ignore[misc]
-
-
-def _settings(bootstrap_server: str | None, command_config: Path | None) -> ConnectionSettings:
-    return target(None, None, bootstrap_server, command_config).settings
 
 
 def _warn_skipped(skipped: tuple[Skipped, ...], err: Console) -> None:
@@ -47,11 +50,13 @@ def _warn_skipped(skipped: tuple[Skipped, ...], err: Console) -> None:
 
 def export(
     cluster_name: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--cluster-name", help="metadata.cluster of the manifest.", show_default=False
+            "--cluster-name",
+            help="metadata.cluster of the manifest (default: the --cluster name).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     shape: Annotated[
         list[Shape] | None,
         typer.Option(
@@ -92,12 +97,21 @@ def export(
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     bootstrap_server: BootstrapServer = None,
     command_config: CommandConfig = None,
+    cluster: ClusterOption = None,
+    config: ConfigOption = None,
+    timeout: Timeout = None,
 ) -> None:
     """Write a manifest declaring the live quotas in scope (read-only client).
 
     Planning the written file against the same cluster shows no changes.
     Exit codes: 0 written, 1 error (including an existing --out without --force).
     """
+    name = cluster_name or cluster
+    if name is None:
+        raise ExportError(
+            "name the cluster the manifest is for: --cluster-name NAME (metadata.cluster), "
+            "or --cluster NAME to connect with its profile too"
+        )
     scope = export_scope(
         [str(s.value) for s in shape or Shape],
         parse_prefixes(prefix or []),
@@ -105,11 +119,12 @@ def export(
     )
     if out is not None and out.exists() and not force:
         raise ExportError(f"{out} already exists: pass --force to overwrite it")
-    settings = _settings(bootstrap_server, command_config)
-    with connect(settings, read_only=True) as client:
+    where = target(cluster, config, bootstrap_server, command_config, implied=name, timeout=timeout)
+    settings = where.settings
+    with connect(settings, read_only=True, cluster_id=where.cluster_id) as client:
         result = export_manifest(
             client,
-            cluster=cluster_name,
+            cluster=name,
             scope=scope,
             bootstrap=settings.bootstrap_servers,
             pin_cluster_id=pin_cluster_id,
@@ -120,11 +135,11 @@ def export(
         sys.stdout.write(result.text)
     else:
         write_new_file(out, result.text, force=force)
-    where = "standard output" if out is None else str(out)
+    written = "standard output" if out is None else str(out)
     say(
         err,
         f"Exported {len(result.entities)} entit{'y' if len(result.entities) == 1 else 'ies'} "
-        f"({scope}) to {where}.",
+        f"({scope}) to {written}.",
     )
 
 
@@ -154,6 +169,9 @@ def import_(
     ] = False,
     bootstrap_server: BootstrapServer = None,
     command_config: CommandConfig = None,
+    cluster: ClusterOption = None,
+    config: ConfigOption = None,
+    timeout: Timeout = None,
 ) -> None:
     """Add live entities in the manifests' scope that no manifest declares.
 
@@ -161,8 +179,13 @@ def import_(
     loaded again after writing and restored if it would not load.
     Exit codes: 0 success (also when nothing was missing), 1 error.
     """
-    with connect(_settings(bootstrap_server, command_config), read_only=True) as client:
-        result = import_entities(manifests, client, into=into, update=update)
+    desired, where = manifests_and_target(
+        manifests, cluster, config, bootstrap_server, command_config, timeout
+    )
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        result = import_entities(
+            manifests, client, into=into, update=update, cluster=cluster, desired=desired
+        )
     err = make_console(stderr=True)
     _warn_skipped(result.skipped, err)
     for path in result.reformatted:

@@ -9,6 +9,8 @@ change budget of ``plan`` / ``apply`` (``--allow-deletes``, ``--max-deletes``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +24,8 @@ from quotaform.cluster.profiles import (
     resolve_target,
 )
 from quotaform.cluster.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
-from quotaform.plan.state import ChangeBudget
+from quotaform.manifest import load_manifests
+from quotaform.plan.state import ChangeBudget, DesiredState
 
 __all__ = [
     "AllClustersOption",
@@ -39,7 +42,9 @@ __all__ = [
     "MaxDeletesOption",
     "MaxRelaxFactorOption",
     "Output",
+    "Timeout",
     "budget_flags",
+    "manifests_and_target",
     "target",
 ]
 
@@ -47,6 +52,7 @@ Manifests = Annotated[
     list[Path],
     typer.Argument(
         help="Manifest files or directories (searched recursively for *.yaml, *.yml).",
+        metavar="PATH",
         show_default=False,
     ),
 ]
@@ -55,6 +61,7 @@ BootstrapServer = Annotated[
     typer.Option(
         "--bootstrap-server",
         envvar=ENV_BOOTSTRAP,
+        metavar="HOST:PORT",
         help="Kafka bootstrap server(s), HOST:PORT[,HOST:PORT].",
         show_default=False,
     ),
@@ -64,13 +71,28 @@ CommandConfig = Annotated[
     typer.Option(
         "--command-config",
         envvar=ENV_COMMAND_CONFIG,
+        metavar="FILE",
         help="Kafka client properties file (security.protocol, sasl.*, ssl.*), as for "
         "kafka-configs. Secrets may come from QUOTAFORM_SASL_USERNAME / "
         "QUOTAFORM_SASL_PASSWORD instead.",
         show_default=False,
     ),
 ]
-Output = Annotated[OutputFormat, typer.Option("--output", "-o", help="How to print the plan.")]
+Timeout = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0.1,
+        metavar="SECONDS",
+        help="Give up reaching a bootstrap server, and any one request, after this "
+        "long (default: 15 s to connect, 30 s per request).",
+        show_default=False,
+    ),
+]
+Output = Annotated[
+    OutputFormat,
+    typer.Option("--output", "-o", metavar="text|json|markdown", help="How to print the report."),
+]
 AllowDeletes = Annotated[
     bool,
     typer.Option(
@@ -83,6 +105,7 @@ ClusterOption = Annotated[
     str | None,
     typer.Option(
         "--cluster",
+        metavar="NAME",
         help="Target this cluster: connect with its profile from the cluster profiles "
         "file and load the manifests for it (documents naming it, and shared ones). "
         "Not with --bootstrap-server / --command-config.",
@@ -94,6 +117,7 @@ ConfigOption = Annotated[
     typer.Option(
         "--config",
         envvar=ENV_CONFIG,
+        metavar="FILE",
         help=f"Cluster profiles file (default: ./{DEFAULT_CONFIG_FILE}). Holds no "
         "secrets: profiles name environment variables or files instead.",
         show_default=False,
@@ -114,6 +138,7 @@ MaxDeletesOption = Annotated[
     typer.Option(
         "--max-deletes",
         min=0,
+        metavar="N",
         help="Refuse a plan deleting more entities than this (overrides "
         "spec.changeBudget.maxDeletes).",
         show_default=False,
@@ -125,6 +150,7 @@ MaxDeleteFractionOption = Annotated[
         "--max-delete-fraction",
         min=0.0,
         max=1.0,
+        metavar="FRACTION",
         help="Refuse a plan deleting more than this share of the managed entities, e.g. 0.1.",
         show_default=False,
     ),
@@ -134,6 +160,7 @@ MaxRelaxFactorOption = Annotated[
     typer.Option(
         "--max-relax-factor",
         min=1.0,
+        metavar="FACTOR",
         help="Refuse a plan raising a quota by more than this factor (default 10; a "
         "removal to unlimited always exceeds it).",
         show_default=False,
@@ -182,11 +209,50 @@ def target(
     config: Path | None,
     bootstrap_server: str | None,
     command_config: Path | None,
+    *,
+    implied: str | None = None,
+    near: Sequence[Path] = (),
+    timeout: float | None = None,
 ) -> ClusterTarget:
-    """Where the command connects (:func:`~quotaform.cluster.profiles.resolve_target`),
-    after printing the connection settings' warnings to standard error."""
-    found = resolve_target(cluster, config, bootstrap_server, command_config)
+    """Where the command connects (:func:`~quotaform.cluster.profiles.resolve_target`:
+    ``--cluster``, else connection flags, else the profile of ``implied``, the
+    cluster the manifests ``near`` name), after printing the connection
+    settings' warnings to standard error. ``timeout`` is ``--timeout`` in seconds."""
+    found = resolve_target(
+        cluster, config, bootstrap_server, command_config, implied=implied, near=near
+    )
+    found = replace(found, settings=found.settings.with_timeout(timeout))
     err = make_console(stderr=True)
     for warning in found.settings.warnings:
         say(err, warning, style="yellow", prefix="Warning: ")
     return found
+
+
+def manifests_and_target(
+    manifests: Sequence[Path],
+    cluster: str | None,
+    config: Path | None,
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    timeout: float | None,
+) -> tuple[DesiredState, ClusterTarget]:
+    """The manifests loaded for ``--cluster`` and where to connect: first the
+    files (bad manifests, or a set naming several clusters without
+    ``--cluster``, fail before any connection), then :func:`target` with the
+    cluster they name.
+
+    Raises:
+        ManifestError: as :func:`~quotaform.manifest.load_manifests`.
+        ClusterConfigError, ConnectionSettingsError: as :func:`target`.
+    """
+    desired = load_manifests(manifests, cluster=cluster)
+    where = target(
+        cluster,
+        config,
+        bootstrap_server,
+        command_config,
+        implied=desired.cluster,
+        near=manifests,
+        timeout=timeout,
+    )
+    return desired, where

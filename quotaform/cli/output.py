@@ -11,6 +11,7 @@ broker reaches the terminal raw.
 from __future__ import annotations
 
 import enum
+import os
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -20,12 +21,30 @@ from rich.text import Text
 
 from quotaform.kafka.entity import escape_unprintable
 
-__all__ = ["OutputFormat", "emit", "make_console", "safe_text", "say"]
+__all__ = ["OutputFormat", "disable_colour", "emit", "make_console", "safe_text", "say"]
+
+
+_COLOUR = {"on": True}
+
+
+def disable_colour() -> None:
+    """No colours or styles from now on (``--no-color``; rich also honours the
+    ``NO_COLOR`` environment variable)."""
+    _COLOUR["on"] = False
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    """A console printing text as given (see the module docstring)."""
-    return Console(stderr=stderr, markup=False, highlight=False, soft_wrap=True)
+    """A console printing text as given (see the module docstring); without
+    colour (``--no-color`` or ``NO_COLOR``) it emits no escape codes at all."""
+    plain = not _COLOUR["on"] or bool(os.environ.get("NO_COLOR"))
+    return Console(
+        stderr=stderr,
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+        no_color=plain,
+        color_system=None if plain else "auto",
+    )
 
 
 def safe_text(text: str) -> str:

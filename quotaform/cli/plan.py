@@ -28,8 +28,9 @@ from quotaform.cli.options import (
     MaxDeletesOption,
     MaxRelaxFactorOption,
     Output,
+    Timeout,
     budget_flags,
-    target,
+    manifests_and_target,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cluster.connect import connect
@@ -42,7 +43,7 @@ from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
 from quotaform.render.multicluster import render_multi_markdown, render_multi_text
 from quotaform.render.text import render_markdown, render_text
-from quotaform.workflow import make_plan, plan_clusters
+from quotaform.workflow import plan_clusters, plan_desired
 
 __all__ = ["plan", "print_plan", "register"]
 
@@ -67,6 +68,7 @@ def plan(
     command_config: CommandConfig = None,
     cluster: ClusterOption = None,
     config: ConfigOption = None,
+    timeout: Timeout = None,
     all_clusters: AllClustersOption = False,
     output: Output = OutputFormat.text,
     allow_deletes: AllowDeletes = False,
@@ -79,7 +81,9 @@ def plan(
     detailed_exitcode: Annotated[
         bool,
         typer.Option(
-            "--detailed-exitcode", help="Exit 0 with no changes, 1 on error, 2 with changes."
+            "--detailed-exitcode",
+            "-detailed-exitcode",
+            help="Exit 0 with no changes, 1 on error, 2 with changes.",
         ),
     ] = False,
     out: Annotated[
@@ -87,6 +91,7 @@ def plan(
         typer.Option(
             "--out",
             "-out",
+            metavar="FILE",
             help="Also save the plan to this file, for `quotaform apply FILE`.",
             show_default=False,
         ),
@@ -122,7 +127,8 @@ def plan(
             raise ClusterConfigError(
                 f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
             )
-        report = plan_clusters(manifests, load_required_profiles(config), flags=flags)
+        profiles = load_required_profiles(config, near=manifests)
+        report = plan_clusters(manifests, profiles, flags=flags, timeout_s=timeout)
         emit(
             report,
             output,
@@ -134,9 +140,11 @@ def plan(
         if code:
             raise typer.Exit(code)
         return
-    where = target(cluster, config, bootstrap_server, command_config)
+    desired, where = manifests_and_target(
+        manifests, cluster, config, bootstrap_server, command_config, timeout
+    )
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        _, the_plan, review = make_plan(manifests, client, cluster=where.cluster, flags=flags)
+        the_plan, review = plan_desired(desired, client, flags=flags)
     print_plan(the_plan, review, output)
     if review.violations:
         raise GuardRefusedError(

@@ -116,3 +116,8 @@ def down(name: Name = DEFAULT_SANDBOX_NAME) -> None:
             f"Stopped sandbox {name!r} (pid {broker.pid}) and removed {broker.data_dir}",
             markup=False,
         )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``sandbox`` command group to ``app``."""
+    app.add_typer(sandbox_app, name="sandbox", help="Run a local single-node Kafka broker.")

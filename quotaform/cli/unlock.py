@@ -15,6 +15,7 @@ from quotaform.cli.options import (
     ClusterOption,
     CommandConfig,
     ConfigOption,
+    Timeout,
     target,
 )
 from quotaform.cli.output import make_console, say
@@ -45,13 +46,14 @@ def unlock(
     command_config: CommandConfig = None,
     cluster: ClusterOption = None,
     config: ConfigOption = None,
+    timeout: Timeout = None,
 ) -> None:
     """Release the apply lock a killed apply left behind (like `terraform force-unlock`).
 
     Only release a lock whose holder is known to be gone: the lock is what
     keeps two applies from overwriting each other.
     """
-    where = target(cluster, config, bootstrap_server, command_config)
+    where = target(cluster, config, bootstrap_server, command_config, timeout=timeout)
     out = make_console()
     with connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client:
         if LOCK_TOPIC not in client.list_topics():

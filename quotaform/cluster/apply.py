@@ -87,6 +87,14 @@ class ApplyStatus(enum.Enum):
     NOT_CONVERGED = "not-converged"
     """Every entity was applied, but the read-back still differed after the
     timeout, or could not be read (exit 4)."""
+    REFUSED = "refused"
+    """The guard rails refused the plan before anything was sent (exit 1;
+    decided by the caller, never by :func:`apply_plan`)."""
+    CANCELLED = "cancelled"
+    """Nobody typed ``yes`` (or no input was available): nothing sent (exit 1)."""
+    STALE = "stale"
+    """A saved plan's entities changed on the cluster since it was made:
+    nothing sent (exit 5)."""
 
 
 class EntityOutcome(enum.Enum):

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import time
+
 from quotaform.cluster.read import ClusterReader
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.cluster.wire.open import open_admin
 from quotaform.errors import ClusterMismatchError
 from quotaform.plan.state import DesiredState
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["check_cluster", "connect"]
 
@@ -25,7 +30,15 @@ def connect(
         ConnectionSettingsError: the cluster cannot be reached.
         ClusterMismatchError: the cluster has another id (the client is closed).
     """
+    start = time.perf_counter()
     client = open_admin(settings, read_only=read_only)
+    _log.info(
+        "connected to %s (%s, %s) in %.3f s",
+        settings.bootstrap_servers,
+        settings.security_protocol,
+        "read-only" if read_only else "read-write",
+        time.perf_counter() - start,
+    )
     if cluster_id is None:
         return client
     try:

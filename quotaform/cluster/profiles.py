@@ -1,4 +1,4 @@
-"""Connection profiles per cluster: ``quotaform.cluster.profiles.yaml``.
+"""Connection profiles per cluster: ``quotaform.clusters.yaml``.
 
 One file names how to reach each cluster a manifest set can target, so
 ``plan --cluster prod-eu`` needs no connection flags::
@@ -20,15 +20,22 @@ when a profile is resolved (:func:`resolve_settings`), from the environment
 or the named file, and go only into :class:`~quotaform.cluster.wire.ConnectionSettings`.
 
 The file is found at ``--config FILE``, else ``$QUOTAFORM_CONFIG``, else
-``quotaform.cluster.profiles.yaml`` in the current directory.
+``quotaform.clusters.yaml`` in the current directory, else beside the
+manifests (in a directory given as manifests, or beside a manifest file).
+
+Every command selects its cluster the same way (:func:`resolve_target`):
+``--cluster NAME`` takes that profile; connection flags (or
+``QUOTAFORM_BOOTSTRAP_SERVER``) connect directly; with neither, the cluster
+the manifests name is looked up in the profiles file.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -39,6 +46,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import Node
 
 from quotaform.cluster.wire.connection import (
+    ENV_BOOTSTRAP,
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
     ConnectionSettings,
@@ -46,6 +54,7 @@ from quotaform.cluster.wire.connection import (
     load_connection_settings,
 )
 from quotaform.errors import ClusterConfigError, ConnectionSettingsError
+from quotaform.manifest.files import PROFILES_FILE
 from quotaform.manifest.yamlsource import Loc, compose_documents, describe_yaml_error, locate
 
 __all__ = [
@@ -63,8 +72,10 @@ __all__ = [
 
 #: Looked for in the current directory when neither ``--config`` nor
 #: ``$QUOTAFORM_CONFIG`` names a file.
-DEFAULT_CONFIG_FILE = "quotaform.cluster.profiles.yaml"
+DEFAULT_CONFIG_FILE = PROFILES_FILE
 ENV_CONFIG = "QUOTAFORM_CONFIG"
+
+_log = logging.getLogger(__name__)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -197,9 +208,12 @@ class ClusterTarget:
 # --------------------------------------------------------------- loading
 
 
-def find_config_file(config: Path | None, *, cwd: Path | None = None) -> Path | None:
+def find_config_file(
+    config: Path | None, *, cwd: Path | None = None, near: Sequence[Path] = ()
+) -> Path | None:
     """The profiles file: ``config`` (``--config`` or ``$QUOTAFORM_CONFIG``, which
-    must exist), else ``quotaform.cluster.profiles.yaml`` in ``cwd`` if there, else ``None``.
+    must exist), else ``quotaform.clusters.yaml`` in ``cwd``, else beside the
+    manifests ``near`` (in a given directory, or beside a given file), else ``None``.
 
     Raises:
         ClusterConfigError: ``config`` names a file that does not exist.
@@ -208,8 +222,12 @@ def find_config_file(config: Path | None, *, cwd: Path | None = None) -> Path | 
         if not config.is_file():
             raise ClusterConfigError(f"{config}: cluster profiles file not found")
         return config
-    default = (cwd or Path.cwd()) / DEFAULT_CONFIG_FILE
-    return default if default.is_file() else None
+    folders = [cwd or Path.cwd()] + [p if p.is_dir() else p.parent for p in map(Path, near)]
+    for folder in folders:
+        candidate = folder / DEFAULT_CONFIG_FILE
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -462,23 +480,48 @@ def resolve_target(
     bootstrap_server: str | None,
     command_config: Path | None,
     *,
+    implied: str | None = None,
+    near: Sequence[Path] = (),
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> ClusterTarget:
     """What ``--cluster`` / ``--config`` / ``--bootstrap-server`` /
-    ``--command-config`` select.
+    ``--command-config`` select; the one rule of every command.
 
-    Without ``cluster``: the flags and ``QUOTAFORM_*`` variables, as before
-    profiles (``cluster`` ``None``). With it: that profile of the profiles file,
-    and no connection flag (one of them would silently point the cluster's
-    manifests at another cluster).
+    1. ``cluster`` given: that profile of the profiles file, and no connection
+       flag (one would silently point the cluster's manifests at another
+       cluster).
+    2. A connection flag, or ``QUOTAFORM_BOOTSTRAP_SERVER``: connect with the
+       flags and variables, as without profiles (``cluster`` ``None``).
+    3. Neither, and the manifests name one cluster (``implied``): its profile,
+       when a profiles file (see :func:`find_config_file`; ``near`` are the
+       manifest paths) has one.
 
     Raises:
         ClusterConfigError: ``--cluster`` with a connection flag, no profiles
             file, an invalid file, no such profile, unreadable secrets.
-        ConnectionSettingsError: as :func:`quotaform.cluster.wire.load_connection_settings`.
+        ConnectionSettingsError: as :func:`quotaform.cluster.wire.load_connection_settings`;
+            "no bootstrap server" names the profiles that could be used.
     """
+    env = os.environ if env is None else env
     if cluster is None:
+        flagged = bool(bootstrap_server or command_config or env.get(ENV_BOOTSTRAP))
+        if not flagged:
+            path = find_config_file(config, cwd=cwd, near=near)
+            profiles = load_cluster_profiles(path) if path is not None else None
+            if profiles is not None and implied is not None and implied in profiles.profiles:
+                profile = profiles.profiles[implied]
+                _log.info("cluster %r: connecting with its profile (%s)", implied, profile.source)
+                return ClusterTarget(
+                    resolve_settings(profile, env=env), implied, profile.cluster_id
+                )
+            if profiles is not None:
+                raise ConnectionSettingsError(
+                    "no bootstrap server: pass --cluster NAME to use a profile of "
+                    f"{profiles.path} ({', '.join(profiles.names)})"
+                    + (f"; it has none for cluster {implied!r}" if implied else "")
+                    + f", or --bootstrap-server HOST:PORT (or {ENV_BOOTSTRAP})"
+                )
         settings = load_connection_settings(
             bootstrap_server=bootstrap_server, command_config=command_config, env=env
         )
@@ -489,20 +532,22 @@ def resolve_target(
             "--command-config (and unset QUOTAFORM_BOOTSTRAP_SERVER / "
             "QUOTAFORM_COMMAND_CONFIG), or drop --cluster"
         )
-    profile = load_required_profiles(config, cwd=cwd).get(cluster)
+    profile = load_required_profiles(config, cwd=cwd, near=near).get(cluster)
     return ClusterTarget(resolve_settings(profile, env=env), cluster, profile.cluster_id)
 
 
-def load_required_profiles(config: Path | None, *, cwd: Path | None = None) -> ClusterProfiles:
+def load_required_profiles(
+    config: Path | None, *, cwd: Path | None = None, near: Sequence[Path] = ()
+) -> ClusterProfiles:
     """The profiles file, which must exist (for ``--cluster`` and ``--all-clusters``).
 
     Raises:
         ClusterConfigError: no file found, or it is invalid.
     """
-    path = find_config_file(config, cwd=cwd)
+    path = find_config_file(config, cwd=cwd, near=near)
     if path is None:
         raise ClusterConfigError(
             f"no cluster profiles: pass --config FILE, set {ENV_CONFIG}, or create "
-            f"{DEFAULT_CONFIG_FILE} in the current directory"
+            f"{DEFAULT_CONFIG_FILE} in the current directory or beside the manifests"
         )
     return load_cluster_profiles(path)

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import time
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from quotaform.cluster.wire.types import FilterComponent
 from quotaform.kafka.entity import SHAPES, Entity, Shape, shape_name
 from quotaform.plan.state import LiveState, Scope
 
-__all__ = ["ClusterReader", "QuotaReader", "describe_shapes", "read_live_state", "shape_filter"]
+_log = logging.getLogger(__name__)
+
+__all__ = [
+    "ClusterReader",
+    "QuotaReader",
+    "describe_matching",
+    "describe_shapes",
+    "read_live_state",
+    "shape_filter",
+]
 
 
 class QuotaReader(Protocol):
@@ -71,6 +82,7 @@ def read_live_state(
     owned = set(scope.shapes)
     shapes = SHAPES if count_unmanaged else tuple(s for s in SHAPES if s in owned)
     before = sum(reader.rpc_counts.values())
+    start = time.perf_counter()
     entities: dict[Entity, dict[str, float]] = {}
     by_shape: dict[str, int] = {}
     for shape in shapes:
@@ -81,9 +93,53 @@ def read_live_state(
             else:
                 outside += 1
         by_shape[shape_name(shape)] = outside
+    _log.info(
+        "read the live state: %d entities in scope, %d outside, %d RPC(s) in %.3f s",
+        len(entities),
+        sum(by_shape.values()),
+        sum(reader.rpc_counts.values()) - before,
+        time.perf_counter() - start,
+    )
     return LiveState(
         entities=entities,
         unmanaged_by_shape=by_shape,
+        cluster_id=cluster_id,
+        rpc_counts={"DescribeClientQuotas": sum(reader.rpc_counts.values()) - before},
+    )
+
+
+def describe_matching(
+    reader: QuotaReader,
+    components: Sequence[FilterComponent] | None,
+    *,
+    cluster_id: str | None = None,
+) -> LiveState:
+    """The live entities a filter selects, as ``kafka-configs --describe`` reads them.
+
+    Args:
+        components: one filter component per entity type (EXACT name,
+            DEFAULT, or ANY), sent with ``strict=True``: exactly the entities
+            of those types, as ``ConfigCommand`` does; ``None``: every entity
+            of every shape (one RPC per shape).
+
+    Returns:
+        A :class:`~quotaform.plan.state.LiveState` holding the entities found
+        (``{entity: {quota key: quota value}}``) and the RPC count; nothing
+        is "unmanaged" here.
+
+    Raises:
+        BrokerError: from the wire layer (AuthorizationError without
+            DESCRIBE_CONFIGS on CLUSTER; InvalidRequest for a filter the
+            broker refuses, such as ip with user).
+    """
+    before = sum(reader.rpc_counts.values())
+    if components is None:
+        entities = describe_shapes(reader, SHAPES)
+    else:
+        entities = reader.describe_client_quotas(list(components), strict=True)
+    return LiveState(
+        entities=entities,
+        unmanaged_by_shape={},
         cluster_id=cluster_id,
         rpc_counts={"DescribeClientQuotas": sum(reader.rpc_counts.values()) - before},
     )

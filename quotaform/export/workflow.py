@@ -34,7 +34,7 @@ from quotaform.kafka.entity import Entity
 from quotaform.kafka.units import same_quotas
 from quotaform.manifest import load_manifests
 from quotaform.manifest.files import is_member
-from quotaform.plan.state import Scope
+from quotaform.plan.state import DesiredState, Scope
 
 __all__ = [
     "IMPORT_COMMENT",
@@ -142,11 +142,17 @@ def import_entities(
     *,
     into: Path,
     update: bool = False,
+    cluster: str | None = None,
+    desired: DesiredState | None = None,
     today: date | None = None,
 ) -> ImportResult:
     """Declare live entities the manifests at ``paths`` do not: append them to
     ``into`` (one of the set's files) and, with ``update``, overwrite declared
     values that differ from live in the files that declare them.
+
+    ``cluster`` selects the documents of a multi-cluster set (as
+    ``load_manifests(paths, cluster=...)``); ``desired`` is that set already
+    loaded, when the caller has it.
 
     Edited files keep their comments, key order and quoting. After writing,
     the whole set is loaded again; if it no longer loads, every file is put back
@@ -165,7 +171,8 @@ def import_entities(
             f"{into} is not one of the manifest files given ({', '.join(map(str, paths))}): "
             "import edits a file of the set, so the result is checked as one"
         )
-    desired = load_manifests(paths)
+    if desired is None:
+        desired = load_manifests(paths, cluster=cluster)
     check_cluster(desired, client)
     live = read_live_state(client, desired.scope, count_unmanaged=False)
     kept, skipped = split_exportable(live.entities)
@@ -211,7 +218,7 @@ def import_entities(
     updated.sort(key=lambda pair: pair[0].sort_key())
 
     changed = list(edited.values())
-    _write_checked(changed, paths)
+    _write_checked(changed, paths, cluster)
     return ImportResult(
         into=into,
         added=tuple(added),
@@ -221,7 +228,9 @@ def import_entities(
     )
 
 
-def _write_checked(changed: Sequence[ManifestFile], paths: Sequence[str | Path]) -> None:
+def _write_checked(
+    changed: Sequence[ManifestFile], paths: Sequence[str | Path], cluster: str | None
+) -> None:
     """Write the edited files, then load the set; restore them all if it fails."""
     if not changed:
         return
@@ -229,7 +238,7 @@ def _write_checked(changed: Sequence[ManifestFile], paths: Sequence[str | Path])
     try:
         for f in changed:
             replace_file(f.path, f.text())
-        load_manifests(paths)
+        load_manifests(paths, cluster=cluster)
     except (ManifestError, ExportError) as exc:
         for path, content in originals.items():
             replace_file(path, content.decode("utf-8"))

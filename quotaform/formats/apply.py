@@ -1,10 +1,13 @@
 """The JSON apply result (``apply --output json``); ``schemas/apply.schema.json``
 is generated from :class:`ApplyDocument`.
 
-One entry per entity the plan changed, each with its outcome: ``applied`` (the
-broker said so), ``failed`` (with the broker's error), ``unknown`` (no answer:
-it may or may not have committed), ``not-applied`` (stopped before the real
-alter: the validate_only pre-check).
+One document per apply, whatever happened: the plan it applied (or would have:
+``plan``, the plan document of ``schemas/plan.schema.json``), the ``status``,
+and one entry per entity the plan changed, each with its outcome: ``applied``
+(the broker said so), ``failed`` (with the broker's error), ``unknown`` (no
+answer: it may or may not have committed), ``not-applied`` (stopped before the
+real alter: the validate_only pre-check). A plan that was refused, cancelled
+or stale has no entity entries and says why in ``error``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from quotaform.cluster.apply import APPLY_FORMAT_VERSION, ApplyResult, EntityOutcome
+from quotaform.cluster.apply import APPLY_FORMAT_VERSION, ApplyResult, ApplyStatus, EntityOutcome
+from quotaform.formats.plan import PlanDocument, plan_document
+from quotaform.plan.model import Plan
+from quotaform.plan.review import PlanReview
 
 assert APPLY_FORMAT_VERSION == 1, "update ApplyDocument.format_version with the format"
 
@@ -59,15 +65,27 @@ class ApplyDocument(BaseModel):
     model_config = _FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
     status: Literal[
-        "nothing-to-do", "applied", "rejected", "nothing-applied", "partial", "not-converged"
+        "nothing-to-do",
+        "applied",
+        "rejected",
+        "nothing-applied",
+        "partial",
+        "not-converged",
+        "refused",
+        "cancelled",
+        "stale",
     ] = Field(
-        description="applied: every entity applied and read back (exit 0); rejected: the "
-        "validate_only pre-check refused entities, nothing applied (exit 1); "
-        "nothing-applied: the connection was lost before any real alter was sent "
-        "(exit 1); partial: some entities failed, are unknown or were not sent (exit 3); "
-        "not-converged: every entity applied, but the read-back differs or could not "
-        "be made (exit 4)."
+        description="nothing-to-do: the plan has no changes (exit 0); applied: every "
+        "entity applied and read back (exit 0); rejected: the validate_only pre-check "
+        "refused entities, nothing applied (exit 1); nothing-applied: the connection was "
+        "lost before any real alter was sent (exit 1); partial: some entities failed, are "
+        "unknown or were not sent (exit 3); not-converged: every entity applied, but the "
+        "read-back differs or could not be made (exit 4); refused: the guard rails "
+        "refused the plan, nothing sent (exit 1, error and plan.violations say why); "
+        "cancelled: not approved, nothing sent (exit 1); stale: the saved plan's "
+        "entities changed on the cluster since it was made, nothing sent (exit 5)."
     )
+    plan: PlanDocument = Field(description="The plan applied, or that would have been.")
     entities: list[EntityResultDoc] = Field(description="One per pending change, sorted by entity.")
     counts: CountsDoc
     rpc_counts: dict[str, int] = Field(description="RPCs made by the apply, by API name.")
@@ -78,15 +96,45 @@ class ApplyDocument(BaseModel):
         "the broker confirmed stay applied; run plan once the cluster answers again.",
     )
     error: str | None = Field(
-        default=None, description="Why nothing was applied (status nothing-applied)."
+        default=None,
+        description="Why nothing was applied (statuses nothing-applied, refused, "
+        "cancelled, stale); null otherwise.",
     )
 
 
-def apply_document(result: ApplyResult) -> ApplyDocument:
-    """The JSON model of ``result``."""
+def apply_document(
+    plan: Plan,
+    review: PlanReview,
+    result: ApplyResult | None = None,
+    *,
+    status: ApplyStatus | None = None,
+    error: str | None = None,
+) -> ApplyDocument:
+    """The JSON model of one apply: ``plan`` and its ``review``, and ``result``
+    once :func:`~quotaform.cluster.apply.apply_plan` ran; before that (nothing
+    to do, refused, cancelled, stale) ``status`` and ``error`` say why nothing
+    was sent.
+
+    Raises:
+        ValueError: neither ``result`` nor ``status`` is given.
+    """
+    if result is None:
+        if status is None:
+            raise ValueError("apply_document needs a result or a status")
+        return ApplyDocument(
+            format_version=1,
+            status=status.value,
+            plan=plan_document(plan, review),
+            entities=[],
+            counts=CountsDoc.model_validate({o.value: 0 for o in EntityOutcome}),
+            rpc_counts={},
+            readback_seconds=0.0,
+            error=error,
+        )
     return ApplyDocument(
         format_version=1,
         status=result.status.value,
+        plan=plan_document(plan, review),
         entities=[
             EntityResultDoc(
                 entity=r.change.entity.as_dict(),
@@ -108,7 +156,7 @@ def apply_document(result: ApplyResult) -> ApplyDocument:
     )
 
 
-def render_apply_json(result: ApplyResult) -> str:
-    """The result as deterministic JSON (2-space indent, trailing newline)."""
-    data = apply_document(result).model_dump(mode="json", by_alias=True)
+def render_apply_json(document: ApplyDocument) -> str:
+    """``document`` as deterministic JSON (2-space indent, trailing newline)."""
+    data = document.model_dump(mode="json", by_alias=True)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,7 +32,7 @@ class MultiClusterDocument(BaseModel):
     """``plan --all-clusters --output json``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    format_version: int = Field(description="Version of this format (1).")
+    format_version: Literal[1] = Field(description="Version of this format.")
     clusters: dict[str, PlanDocument | ClusterErrorDoc] = Field(
         description="Cluster name -> its plan document (as `plan -o json` prints it) "
         "or its error; sorted by name."

@@ -29,11 +29,10 @@ from quotaform.plan.model import (
 )
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget
-from quotaform.render.text import plan_warnings
 from quotaform.render.words import (
     allow_flag,
-    blocked_deletes_warning,
     fallback_text,
+    missing_permissions,
     violation_message,
 )
 
@@ -100,9 +99,9 @@ class ViolationDoc(BaseModel):
     """A guard-rail violation: apply refuses the plan."""
 
     model_config = _FROZEN
-    kind: Literal["protected", "prevent-destroy", "mass-delete", "default-removal", "relax"] = (
-        Field(description="Which rule is broken.")
-    )
+    kind: Literal[
+        "delete", "protected", "prevent-destroy", "mass-delete", "default-removal", "relax"
+    ] = Field(description="Which rule is broken (delete: deletes are not allowed).")
     entity: EntityDoc | None
     key: str | None
     message: str
@@ -148,6 +147,16 @@ class PlanDocument(BaseModel):
     warnings: list[str]
     violations: list[ViolationDoc] = Field(
         default_factory=list, description="Guard-rail violations; apply refuses when any."
+    )
+    refused: bool = Field(
+        default=False,
+        description="Apply refuses this plan as it stands (some violation); plan then "
+        "exits 1 and saves no plan file.",
+    )
+    allow_flags: list[str] = Field(
+        default_factory=list,
+        description="Every flag that would allow the violations, all at once (e.g. "
+        "--allow-deletes); a protection has none and must be lifted in the manifests.",
     )
     live_state_rpcs: dict[str, int] = Field(
         description="RPCs made to read the live state, by API name."
@@ -223,8 +232,10 @@ def plan_document(plan: Plan, review: PlanReview) -> PlanDocument:
             }
         ),
         unmanaged=plan.unmanaged,
-        warnings=plan_warnings(plan, review),
+        warnings=list(plan.warnings),
         violations=[_violation_doc(v) for v in review.violations],
+        refused=review.refused,
+        allow_flags=missing_permissions(review.violations),
         live_state_rpcs=dict(sorted(plan.rpc_counts.items())),
     )
 
@@ -278,17 +289,13 @@ def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
         )
         for c in doc.changes
     )
-    blocked: tuple[Entity, ...] = ()
-    if not doc.deletes_allowed:
-        blocked = tuple(c.entity for c in changes if c.action is Action.DELETE)
-    note = blocked_deletes_warning(blocked) if blocked else None
     plan = Plan(
         cluster=doc.cluster,
         cluster_id=doc.cluster_id,
         changes=changes,
         unmanaged=doc.unmanaged,
         rpc_counts=dict(doc.live_state_rpcs),
-        warnings=tuple(w for w in doc.warnings if w != note),
+        warnings=tuple(doc.warnings),
     )
     fallbacks = {
         (Entity.from_mapping(c.entity), k.key): fallback
@@ -300,6 +307,5 @@ def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
         budget=ChangeBudget(allow_deletes=doc.deletes_allowed),
         fallbacks=fallbacks,
         violations=tuple(_violation(v) for v in doc.violations),
-        blocked_deletes=blocked,
     )
     return plan, review

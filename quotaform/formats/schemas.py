@@ -4,9 +4,13 @@
 indent, trailing newline); unit tests fail when a checked-in file is stale.
 
 * ``manifest.schema.json``: one manifest document (for editors).
-* ``plan.schema.json``: the JSON plan (``plan -o json``, saved plans).
+* ``plan.schema.json``: the JSON plan (``plan -o json``, ``show -o json``, and
+  the ``plan`` of a saved plan file).
+* ``planfile.schema.json``: a saved plan file (``plan --out FILE``).
 * ``drift.schema.json``: the JSON drift report (``drift -o json``).
 * ``apply.schema.json``: the JSON apply result (``apply -o json``).
+* ``describe.schema.json``: the live view (``describe -o json``).
+* ``multicluster.schema.json``: ``plan --all-clusters -o json``.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from quotaform.formats.apply import ApplyDocument
+from quotaform.formats.describe import DescribeDocument
 from quotaform.formats.drift import DriftDocument
+from quotaform.formats.multicluster import MultiClusterDocument
 from quotaform.formats.plan import PlanDocument
+from quotaform.formats.planfile import PlanFileDocument
 from quotaform.manifest.schema import manifest_json_schema
 
 __all__ = ["SCHEMAS", "document_schema", "main", "render_schema"]
@@ -44,11 +51,20 @@ def document_schema(model: type[BaseModel], name: str, title: str) -> dict[str, 
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "manifest.schema.json": manifest_json_schema,
     "plan.schema.json": lambda: document_schema(PlanDocument, "plan.schema.json", "quotaform plan"),
+    "planfile.schema.json": lambda: document_schema(
+        PlanFileDocument, "planfile.schema.json", "quotaform saved plan file"
+    ),
     "drift.schema.json": lambda: document_schema(
         DriftDocument, "drift.schema.json", "quotaform drift report"
     ),
     "apply.schema.json": lambda: document_schema(
         ApplyDocument, "apply.schema.json", "quotaform apply result"
+    ),
+    "multicluster.schema.json": lambda: document_schema(
+        MultiClusterDocument, "multicluster.schema.json", "quotaform plan of every cluster"
+    ),
+    "describe.schema.json": lambda: document_schema(
+        DescribeDocument, "describe.schema.json", "quotaform live quotas (describe)"
     ),
 }
 

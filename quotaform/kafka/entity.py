@@ -22,6 +22,8 @@ from typing import Any
 
 __all__ = [
     "CLIENT_ID",
+    "CONFIG_COMMAND_TYPES",
+    "CONFIG_COMMAND_WORDS",
     "ENTITY_TYPES",
     "IP",
     "SHAPES",
@@ -30,6 +32,7 @@ __all__ = [
     "Entity",
     "EntityShape",
     "Shape",
+    "config_command_label",
     "escape_unprintable",
     "quote_name",
     "shape_from_name",
@@ -74,6 +77,28 @@ def shape_from_name(name: str) -> Shape:
         raise ValueError(
             f"unknown shape {name!r} (expected one of {', '.join(SHAPE_NAMES)})"
         ) from None
+
+
+#: ``kafka-configs --entity-type`` values (``ConfigCommand``) -> Kafka's entity
+#: type, and the words ``kafka-configs --describe`` prints for each entity type.
+CONFIG_COMMAND_TYPES: Mapping[str, str] = MappingProxyType(
+    {"users": USER, "clients": CLIENT_ID, "ips": IP}
+)
+CONFIG_COMMAND_WORDS: Mapping[str, str] = MappingProxyType(
+    {USER: "user-principal", CLIENT_ID: "client-id", IP: "ip"}
+)
+
+
+def config_command_label(entity: Entity) -> str:
+    """How ``kafka-configs --describe`` names ``entity``: ``user-principal
+    'alice', the default client-id`` (``ConfigCommand``; names unescaped, as
+    Kafka prints them)."""
+    return ", ".join(
+        f"the default {CONFIG_COMMAND_WORDS[t]}"
+        if name is None
+        else f"{CONFIG_COMMAND_WORDS[t]} '{name}'"
+        for t, name in entity.parts
+    )
 
 
 _ABSENT: Any = object()

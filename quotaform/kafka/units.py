@@ -13,10 +13,16 @@ controller_mutation_rate    mutations/s      ``2.5``, ``"2.5"``
 connection_creation_rate    connections/s    ``20``, ``"20"`` (whole numbers only)
 ==========================  ===============  =========================================
 
-Byte units: decimal SI ``kB``/``KB`` = 1000, ``MB`` = 10^6, ``GB`` = 10^9,
-``TB`` = 10^12, ``PB`` = 10^15; binary ``KiB`` = 1024, ``MiB`` = 1024^2,
-``GiB``, ``TiB``, ``PiB``; ``B`` = 1. Unit names are case-sensitive (``Mb``
-would be megabits, so it is rejected rather than guessed).
+The one grammar of a byte rate: a number (``10``, ``1.5``, ``.25``), optional
+spaces, an optional unit, optional spaces, an optional ``/s`` (``10MiB/s``,
+``10 MiB / s``). Units: decimal SI ``kB`` = 1000, ``MB`` = 10^6, ``GB`` =
+10^9, ``TB`` = 10^12, ``PB`` = 10^15; binary ``KiB`` = 1024, ``MiB`` =
+1024^2, ``GiB``, ``TiB``, ``PiB``; ``B`` = 1. Unit names are
+case-insensitive and always bytes (``10mb`` = ``10MB`` = ``10Mb`` =
+10,000,000 bytes/s): Kafka's byte-rate quotas have no bit units. Plans show
+every value normalised (:func:`format_quota_value`: ``10MB``), so a reviewer
+sees what a manifest's spelling meant. Percentages: a number with an optional
+``%`` (``150``, ``"25 %"``). Surrounding spaces are ignored everywhere.
 
 The value rules mirror the controller's ``ClientQuotaControlManager.validateQuotaKeyValue``:
 the key must be known (``QuotaConfig``), the value greater than 0, LONG / INT
@@ -39,7 +45,9 @@ __all__ = [
     "BYTE_UNITS",
     "MAX_VALUE_TEXT",
     "QuotaValueError",
+    "byte_unit",
     "format_quota_value",
+    "java_double_text",
     "parse_quota_value",
     "render_raw",
     "same_quotas",
@@ -47,11 +55,11 @@ __all__ = [
     "value_pattern",
 ]
 
-#: Byte-rate units and their size in bytes (all exact).
+#: Byte-rate units in their canonical spelling and their size in bytes (all
+#: exact). Matched case-insensitively (:func:`byte_unit`).
 BYTE_UNITS: dict[str, int] = {
     "B": 1,
     "kB": 1000,
-    "KB": 1000,
     "MB": 1000**2,
     "GB": 1000**3,
     "TB": 1000**4,
@@ -62,6 +70,15 @@ BYTE_UNITS: dict[str, int] = {
     "TiB": 1024**4,
     "PiB": 1024**5,
 }
+
+_UNIT_BY_FOLDED = {name.casefold(): size for name, size in BYTE_UNITS.items()}
+
+
+def byte_unit(name: str) -> int | None:
+    """The size in bytes of byte-rate unit ``name`` in any case (``"mib"`` ->
+    1048576), ``None`` when it is not a unit."""
+    return _UNIT_BY_FOLDED.get(name.casefold())
+
 
 # Largest first: format_quota_value picks the first one that reads exactly.
 _BINARY_UNITS = (
@@ -78,7 +95,7 @@ _DECIMAL_UNITS = (("PB", 1000**5), ("TB", 1000**4), ("GB", 1000**3), ("MB", 1000
 # say "must be greater than 0" rather than "not a number").
 _UNSIGNED = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
 _EXPONENT = r"([eE][+-]?[0-9]+)?"
-_PER_SECOND = r"(/\s*s)?"
+_PER_SECOND = r"(/\s*[sS])?"
 _NUMBER = rf"[+-]?{_UNSIGNED}"
 _BYTE_RATE_RE = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[A-Za-z]+)?\s*{_PER_SECOND}\s*$")
 _PERCENT_RE = re.compile(rf"^\s*(?P<num>{_NUMBER}{_EXPONENT})\s*%?\s*$")
@@ -164,11 +181,12 @@ def _to_decimal(spec: KeySpec, raw: object) -> Decimal:
     if spec.unit == "bytes/s":
         m = _BYTE_RATE_RE.match(raw)
         unit = m.group("unit") if m else None
-        if m is None or (unit is not None and unit not in BYTE_UNITS):
+        size = 1 if unit is None else byte_unit(unit)
+        if m is None or size is None:
             raise QuotaValueError(
                 key, raw, f"{render_raw(raw)} is not a byte rate ({_BYTE_RATE_EXAMPLES})"
             )
-        return Decimal(m.group("num")) * BYTE_UNITS[unit or "B"]
+        return Decimal(m.group("num")) * size
     if spec.unit == "%":
         m = _PERCENT_RE.match(raw)
         if m is None:
@@ -189,7 +207,8 @@ def parse_quota_value(key: str, raw: object) -> float:
     Args:
         key: a quota key from :data:`quotaform.kafka.keys.QUOTA_KEYS`.
         raw: an ``int`` / ``float`` as YAML loads it, or a string: a byte rate with
-            an optional unit and ``/s`` suffix (``"10MiB"``, ``"1.5 MB/s"``) for
+            an optional unit (any case) and ``/s`` suffix (``"10MiB"``, ``"1.5 MB/s"``,
+            ``"10mb"``) for
             ``producer_byte_rate`` / ``consumer_byte_rate`` (bytes/s); a number with
             an optional ``%`` for ``request_percentage`` (``"150%"`` is 1.5 I/O +
             network threads); a plain number for ``controller_mutation_rate``
@@ -298,6 +317,26 @@ def format_quota_value(key: str, value: float) -> str:
     return _plain_number(value)
 
 
+def java_double_text(value: float) -> str:
+    """A quota value as Kafka's own tools print it (Java ``Double.toString``,
+    e.g. ``kafka-configs --describe``): ``1048576.0``, ``12.5``, ``2.097152E7``
+    (scientific from 10^7 and below 10^-3), ``NaN``, ``Infinity``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        text = repr(value)  # never scientific in this range; shortest, like Java 19+
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    shown = "".join(map(str, digits))
+    mantissa = shown[0] + "." + (shown[1:] or "0")
+    return f"{'-' if sign else ''}{mantissa}E{len(digits) - 1 + exponent}"
+
+
 def value_pattern(key: str) -> str:
     """The JSON Schema ``pattern`` of a value string for ``key``: exactly the
     strings :func:`parse_quota_value` can accept (before range checks).
@@ -307,13 +346,18 @@ def value_pattern(key: str) -> str:
     """
     spec = QUOTA_KEYS[key]
     if spec.unit == "bytes/s":
-        units = "|".join(BYTE_UNITS)
+        # JSON Schema (ECMA-262) patterns have no case-insensitive flag.
+        units = "|".join(_any_case(name) for name in BYTE_UNITS)
         return rf"^\s*{_UNSIGNED}\s*({units})?\s*{_PER_SECOND}\s*$"
     if spec.unit == "%":
         return rf"^\s*{_UNSIGNED}{_EXPONENT}\s*%?\s*$"
     if spec.value_type is ValueType.INT:
         return r"^\s*\+?[0-9]+\s*$"
     return rf"^\s*{_UNSIGNED}{_EXPONENT}\s*$"
+
+
+def _any_case(name: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in name)
 
 
 def same_value(a: float, b: float) -> bool:

@@ -3,16 +3,23 @@ by ``import`` (which must edit a file of the set)."""
 
 from __future__ import annotations
 
+import logging
 import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from quotaform.errors import ManifestProblem
 
-__all__ = ["MANIFEST_SUFFIXES", "find_manifest_files", "is_member"]
+_log = logging.getLogger(__name__)
+
+__all__ = ["MANIFEST_SUFFIXES", "PROFILES_FILE", "find_manifest_files", "is_member"]
 
 #: File suffixes picked up when a directory is given.
 MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+#: The cluster profiles file's default name (:mod:`quotaform.cluster.profiles`):
+#: it may sit beside the manifests and is never read as one.
+PROFILES_FILE = "quotaform.clusters.yaml"
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -44,8 +51,9 @@ def find_manifest_files(
 ) -> list[Path]:
     """Files to read, in order: given files as they are; directories expanded
     recursively to ``*.yaml`` / ``*.yml`` sorted by relative path, skipping
-    hidden files and directories (editor droppings, ``.git``). A file reached
-    twice is read once.
+    hidden files and directories (editor droppings, ``.git``) and the cluster
+    profiles file (:data:`PROFILES_FILE`, which is not a manifest; naming it
+    directly is a problem). A file reached twice is read once.
 
     Only regular files are read: a given path that is a FIFO, socket or
     device is a problem; one found in a directory is skipped with a warning
@@ -60,6 +68,9 @@ def find_manifest_files(
             for p in sorted(path.rglob("*"), key=lambda p: p.relative_to(path).as_posix()):
                 if p.suffix not in MANIFEST_SUFFIXES or _hidden(p, path):
                     continue
+                if p.name == PROFILES_FILE:
+                    _log.info("%s: the cluster profiles file, not read as a manifest", p)
+                    continue
                 if p.is_file():
                     members.append(p)
                 elif (kind := _special(p)) is not None and warnings is not None:
@@ -72,6 +83,18 @@ def find_manifest_files(
                 problems.append(
                     ManifestProblem(str(path), None, "(file)", "no *.yaml or *.yml files found")
                 )
+        elif path.is_file() and path.name == PROFILES_FILE:
+            problems.append(
+                ManifestProblem(
+                    str(path),
+                    None,
+                    "(file)",
+                    "this is the cluster profiles file, not a manifest: give it with "
+                    "--config (it is found on its own in the current directory or beside "
+                    "the manifests)",
+                )
+            )
+            continue
         elif path.is_file():
             members = [path]
         elif (kind := _special(path)) is not None:
@@ -100,8 +123,10 @@ def is_member(target: Path, paths: Sequence[str | Path]) -> bool:
                 relative = target.absolute().relative_to(path.absolute())
             except ValueError:
                 continue
-            if resolved.suffix in MANIFEST_SUFFIXES and not any(
-                part.startswith(".") for part in relative.parts
+            if (
+                resolved.suffix in MANIFEST_SUFFIXES
+                and resolved.name != PROFILES_FILE
+                and not any(part.startswith(".") for part in relative.parts)
             ):
                 return True
         elif path.resolve() == resolved:

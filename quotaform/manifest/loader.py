@@ -11,6 +11,8 @@ talks to Kafka.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,8 @@ from quotaform.plan.state import (
     ScopeRule,
     SourceLocation,
 )
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["load_manifests", "manifest_clusters"]
 
@@ -179,7 +183,8 @@ def _select(
         problems.append(
             second.problem(
                 f"the manifests name {len(named)} clusters ({', '.join(named)}): "
-                "load them for one cluster at a time (--cluster NAME)",
+                "choose one with --cluster NAME (connecting with its profile from "
+                "quotaform.clusters.yaml), or plan them all with --all-clusters",
                 *second.clusters_loc,
             )
         )
@@ -394,9 +399,16 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
             no scope declared anywhere, and entities (declared or protected)
             outside the scope.
     """
+    start = time.perf_counter()
     problems: list[ManifestProblem] = []
     warnings: list[ManifestProblem] = []
     docs = read_set(paths, problems, warnings)
+    _log.info(
+        "read %d manifest document(s) from %d file(s) in %.3f s",
+        len(docs),
+        len({d.path for d in docs}),
+        time.perf_counter() - start,
+    )
     # A document that could not be read may have carried scope entries: judging
     # coverage without it would report entities that are in fact owned.
     unreadable = any(p.field in ("(yaml)", "(file)", "(document)") for p in problems)
@@ -423,6 +435,12 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
     protected = _protected_entities(docs, (own, shared), judged, problems, warnings)
     if problems:
         raise ManifestError(problems)
+    _log.info(
+        "loaded %d entities for cluster %r in %.3f s",
+        len({**shared, **own}),
+        name,
+        time.perf_counter() - start,
+    )
     return DesiredState.build(
         cluster=str(name),
         cluster_id=cluster_id if isinstance(cluster_id, str) else None,

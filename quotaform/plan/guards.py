@@ -23,8 +23,12 @@ __all__ = ["GuardKind", "Violation", "check_guards"]
 
 
 class GuardKind(enum.Enum):
-    """Why a plan is refused."""
+    """Why a plan is refused. Each kind but protection is one kind of risk
+    with one permission that allows it (``ChangeBudget.allow_*``)."""
 
+    DELETE = "delete"
+    """Deletes an in-scope entity no manifest declares while deletes are not
+    allowed (``allowDeletes`` / ``--allow-deletes``)."""
     PROTECTED = "protected"
     """Deletes an entity listed in ``spec.protect`` or marked ``preventDestroy``."""
     PREVENT_DESTROY = "prevent-destroy"
@@ -34,7 +38,8 @@ class GuardKind(enum.Enum):
     DEFAULT_REMOVAL = "default-removal"
     """Deletes a default entity or removes one of its keys."""
     RELAX = "relax"
-    """Raises a quota by more than the budget's factor (a removal included)."""
+    """Raises a quota by more than the budget's factor, a key removal of an
+    update included (a delete's removals are the delete's risk)."""
 
     @property
     def overridable(self) -> bool:
@@ -158,6 +163,8 @@ def _default_removal(change: EntityChange) -> list[Violation]:
 def _relax(
     change: EntityChange, factor: float, fallbacks: Mapping[tuple[Entity, str], Fallback]
 ) -> list[Violation]:
+    if change.action is Action.DELETE:
+        return []  # the delete permission covers what its keys fall back to
     found = []
     for kc in change.key_changes:
         if kc.before is None:
@@ -202,14 +209,16 @@ def check_guards(
     """Every guard-rail reason to refuse ``plan`` (empty: none).
 
     Checks, in this order: the delete budget (one violation per limit
-    exceeded, ``entity=None``), then per entity in plan order: protection
+    exceeded, ``entity=None``), then per entity in plan order: a delete
+    while deletes are not allowed, protection
     (``spec.protect`` / ``preventDestroy`` deletes, ``preventDestroy`` key
     removals; never allowed by a permission), default-entity deletes and key
     removals, and quota values raised by more than ``max_relax_factor``
-    (changed values ``new / old``; removed keys against their
+    (changed values ``new / old``; keys an update removes against their
     :class:`~quotaform.kafka.resolution.Fallback`: unlimited, or an entity
-    outside the scope, always exceeds). Added keys are not judged: they
-    tighten or set a first limit for the entity.
+    outside the scope, always exceeds; a delete's keys are the delete's risk,
+    not relaxing). Added keys are not judged: they tighten or set a first
+    limit for the entity. Every missing permission is reported at once.
 
     Args:
         budget: a resolved budget (:meth:`ChangeBudget.resolved`).
@@ -221,6 +230,8 @@ def check_guards(
     found = _mass_delete(plan, budget)
     factor = None if budget.allow_relax else budget.max_relax_factor
     for change in plan.changes:
+        if change.action is Action.DELETE and not budget.allow_deletes:
+            found.append(Violation(GuardKind.DELETE, change.entity))
         found += _protection(change, desired)
         if not budget.allow_default_removal:
             found += _default_removal(change)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Fallback, fallback
 from quotaform.kafka.units import same_quotas
-from quotaform.plan.guards import Violation, check_guards
-from quotaform.plan.model import Action, KeyAction, Plan
+from quotaform.plan.guards import GuardKind, Violation, check_guards
+from quotaform.plan.model import KeyAction, Plan
 from quotaform.plan.state import ChangeBudget, DesiredState
 
 __all__ = ["PlanReview", "mismatched", "removal_fallbacks", "review_plan"]
@@ -30,15 +30,13 @@ class PlanReview:
         fallbacks: for every removed key (key removals of updates, every key
             of a delete), what its clients get instead, by ``(entity, key)``,
             in plan order.
-        violations: guard-rail violations; apply refuses a plan with any.
-        blocked_deletes: entities the plan deletes while deletes are not
-            allowed; apply refuses a plan with any.
+        violations: every reason to refuse the plan (deletes not allowed,
+            protection, the change budget); apply refuses a plan with any.
     """
 
     budget: ChangeBudget
     fallbacks: Mapping[tuple[Entity, str], Fallback]
     violations: tuple[Violation, ...] = ()
-    blocked_deletes: tuple[Entity, ...] = ()
 
     @property
     def deletes_allowed(self) -> bool:
@@ -48,7 +46,14 @@ class PlanReview:
     @property
     def refused(self) -> bool:
         """Whether apply must refuse the plan as it stands."""
-        return bool(self.violations or self.blocked_deletes)
+        return bool(self.violations)
+
+    @property
+    def blocked_deletes(self) -> tuple[Entity, ...]:
+        """The entities the plan deletes while deletes are not allowed."""
+        return tuple(
+            v.entity for v in self.violations if v.kind is GuardKind.DELETE and v.entity is not None
+        )
 
 
 def removal_fallbacks(
@@ -84,20 +89,16 @@ def review_plan(
             manifests' scope.
 
     Returns:
-        The fallbacks of removed keys, the guard-rail violations
-        (:func:`~quotaform.plan.guards.check_guards`) and the deletes that are
-        not allowed.
+        The fallbacks of removed keys and every guard-rail violation
+        (:func:`~quotaform.plan.guards.check_guards`), deletes that are not
+        allowed included.
     """
     budget = (flags or ChangeBudget()).over(desired.budget).resolved()
     fallbacks = removal_fallbacks(plan, desired, in_scope)
-    blocked: tuple[Entity, ...] = ()
-    if not budget.allow_deletes:
-        blocked = tuple(c.entity for c in plan.changes if c.action is Action.DELETE)
     return PlanReview(
         budget=budget,
         fallbacks=fallbacks,
         violations=tuple(check_guards(plan, desired, budget, fallbacks)),
-        blocked_deletes=blocked,
     )
 
 

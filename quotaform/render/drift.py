@@ -13,6 +13,7 @@ from rich.text import Text
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.drift import DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
+from quotaform.render.text import md_code, md_text
 
 __all__ = ["drift_summary_line", "render_drift_markdown", "render_drift_text"]
 
@@ -119,20 +120,16 @@ def render_drift_text(report: DriftReport) -> Text:
     return out
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_drift_markdown(report: DriftReport) -> str:
     """The report as GitHub-flavoured markdown, e.g. for a ticket: one table per
     non-empty class (entity, quota key, declared, live) and the unmanaged
     count per shape."""
-    lines = [f"### quotaform drift: `{report.cluster}`", ""]
+    lines = [f"### quotaform drift: {md_code(report.cluster)}", ""]
     if report.cluster_id:
-        lines += [f"Cluster id `{report.cluster_id}`", ""]
+        lines += [f"Cluster id {md_code(report.cluster_id)}", ""]
     lines += [f"**{drift_summary_line(report)}**", ""]
     for warning in report.warnings:
-        lines += [f"> **Warning:** {_md_cell(warning)}", ""]
+        lines += [f"> **Warning:** {md_text(warning)}", ""]
     for kind in DriftKind:
         drifts = report.of_kind(kind)
         if not drifts:
@@ -147,13 +144,14 @@ def render_drift_markdown(report: DriftReport) -> str:
             "|---|---|---|---|",
         ]
         for drift in drifts:
-            label = f"`{_md_cell(drift.entity.label())}`"
+            label = md_code(drift.entity.label())
             if drift.source:
-                label += f" ({_md_cell(drift.source)})"
+                label += f" ({md_text(drift.source)})"
             for i, kc in enumerate(drift.key_changes):
+                declared = md_text(_value(kc.key, kc.after))
+                live = md_text(_value(kc.key, kc.before))
                 lines.append(
-                    f"| {label if i == 0 else ''} | `{kc.key}` "
-                    f"| {_value(kc.key, kc.after)} | {_value(kc.key, kc.before)} |"
+                    f"| {label if i == 0 else ''} | {md_code(kc.key)} | {declared} | {live} |"
                 )
         lines.append("")
     if report.unmanaged:
@@ -167,5 +165,5 @@ def render_drift_markdown(report: DriftReport) -> str:
             lines += ["| Shape | Entities |", "|---|---|"]
             lines += [f"| {shape} | {n} |" for shape, n in report.unmanaged_by_shape.items()]
             lines.append("")
-    lines += [f"<sub>{_md_cell(_footer(report))}</sub>", ""]
+    lines += [f"<sub>{md_text(_footer(report))}</sub>", ""]
     return "\n".join(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from quotaform.plan.multicluster import MultiClusterPlan
-from quotaform.render.text import render_markdown, render_text
+from quotaform.render.text import md_code, md_text, render_markdown, render_text
 
 __all__ = ["multi_summary_line", "render_multi_markdown", "render_multi_text"]
 
@@ -35,7 +35,7 @@ def render_multi_text(report: MultiClusterPlan) -> Text:
 
 
 def _md_quote(text: str) -> str:
-    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
+    return "\n".join(f"> {md_text(line)}" if line else ">" for line in text.splitlines())
 
 
 def render_multi_markdown(report: MultiClusterPlan) -> str:
@@ -53,7 +53,7 @@ def render_multi_markdown(report: MultiClusterPlan) -> str:
             lines.append(render_markdown(result.plan, result.review))
         else:
             lines += [
-                f"### quotaform plan: `{result.cluster}`",
+                f"### quotaform plan: {md_code(result.cluster)}",
                 "",
                 "**Failed:**",
                 "",

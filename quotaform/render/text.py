@@ -3,14 +3,17 @@ markdown for a pull request."""
 
 from __future__ import annotations
 
+import html
+
 from rich.text import Text
 
+from quotaform.kafka.entity import escape_unprintable, quote_name
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.review import PlanReview
-from quotaform.render.words import blocked_deletes_warning, fallback_text, violation_line
+from quotaform.render.words import fallback_text, missing_permissions, violation_line
 
-__all__ = ["plan_warnings", "render_markdown", "render_text", "summary_line"]
+__all__ = ["md_code", "md_text", "refusal_line", "render_markdown", "render_text", "summary_line"]
 
 _STYLE = {
     Action.CREATE: "green",
@@ -22,12 +25,18 @@ _KEY_SYMBOL = {KeyAction.ADD: "+", KeyAction.CHANGE: "~", KeyAction.REMOVE: "-"}
 _KEY_STYLE = {KeyAction.ADD: "green", KeyAction.CHANGE: "yellow", KeyAction.REMOVE: "red"}
 
 
-def plan_warnings(plan: Plan, review: PlanReview | None) -> list[str]:
-    """The manifests' warnings, then the review's note on blocked deletes."""
-    warnings = list(plan.warnings)
-    if review is not None and review.blocked_deletes:
-        warnings.append(blocked_deletes_warning(review.blocked_deletes))
-    return warnings
+def refusal_line(review: PlanReview) -> str:
+    """``Refused: apply will not run this plan as it stands. Allow it with
+    --allow-deletes --allow-relax after review.`` (every missing permission
+    at once), or how to lift a protection."""
+    flags = missing_permissions(review.violations)
+    protected = any(not v.kind.overridable for v in review.violations)
+    parts = ["Refused: apply will not run this plan as it stands."]
+    if flags:
+        parts.append(f"After review, allow it with: {' '.join(flags)} (on plan and apply).")
+    if protected:
+        parts.append("Protected entities must be lifted in the manifests first.")
+    return " ".join(parts)
 
 
 def _value(key: str, value: float | None) -> str:
@@ -73,10 +82,12 @@ def _key_lines(change: EntityChange, review: PlanReview | None) -> list[tuple[Ke
 def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
     """The plan as rich ``Text``: print it with a ``Console`` (colour on a TTY),
     or take ``.plain`` for plain text. Changes sorted by entity; no-ops
-    omitted; with ``review``, removed keys' fallbacks, blocked deletes and
-    guard-rail violations."""
+    omitted; with ``review``, removed keys' fallbacks and, when apply would
+    refuse the plan, every reason and every flag that would allow it."""
     out = Text()
-    where = f'cluster "{plan.cluster}"' + (f" (id {plan.cluster_id})" if plan.cluster_id else "")
+    where = f"cluster {quote_name(plan.cluster)}" + (
+        f" (id {plan.cluster_id})" if plan.cluster_id else ""
+    )
     pending = plan.pending
     if pending:
         out.append(f"quotaform will perform the following actions on {where}:\n\n")
@@ -87,18 +98,17 @@ def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
         if change.action is Action.DELETE:
             out.append("  (delete: not declared by any manifest)", style="bold red")
         elif change.source:
-            out.append(f"  ({change.source})", style="dim")
+            out.append(f"  ({escape_unprintable(change.source)})", style="dim")
         out.append("\n")
         for action, body in _key_lines(change, review):
             out.append(f"      {_KEY_SYMBOL[action]} {body}\n", style=_KEY_STYLE[action])
         out.append("\n")
-    warnings = plan_warnings(plan, review)
-    for warning in warnings:
-        out.append(f"Warning: {warning}\n", style="bold yellow")
-    if warnings:
+    for warning in plan.warnings:
+        out.append(f"Warning: {escape_unprintable(warning)}\n", style="bold yellow")
+    if plan.warnings:
         out.append("\n")
     if review is not None and review.violations:
-        out.append("Refused by guard rails: apply will not run this plan.\n", style="bold red")
+        out.append(refusal_line(review) + "\n", style="bold red")
         for violation in review.violations:
             out.append(f"  ! {violation_line(violation)}\n", style="red")
         out.append("\n")
@@ -109,46 +119,78 @@ def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
     return out
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def md_text(text: str) -> str:
+    """``text`` for GitHub markdown outside a code span: ``<`` ``>`` ``&`` as
+    entities (``<default>`` would vanish as an HTML tag), ``|`` escaped (table
+    cells), one line, unprintable characters escaped."""
+    escaped = html.escape(escape_unprintable(text), quote=False)
+    return escaped.replace("|", "\\|").replace("\n", " ")
+
+
+def md_code(text: str) -> str:
+    """``text`` as a code span (backticks inside doubled; ``|`` escaped for tables)."""
+    body = escape_unprintable(text).replace("|", "\\|")
+    fence = "``" if "`" in body else "`"
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+#: Plans with more entity changes than this fold their table into <details>.
+DETAILS_AFTER = 20
 
 
 def render_markdown(plan: Plan, review: PlanReview | None = None) -> str:
-    """The plan as GitHub-flavoured markdown for a pull-request comment."""
-    lines = [f"### quotaform plan: `{plan.cluster}`", ""]
+    """The plan as GitHub-flavoured markdown for a pull-request comment: the
+    summary, why apply would refuse it (and which flags would allow it), one
+    table row per changed key with the declaration's ``file:line`` and what a
+    removed key falls back to; long plans fold the table into ``<details>``.
+    Everything outside code spans is escaped (``<default>`` reads as itself)."""
+    lines = [f"### quotaform plan: {md_code(plan.cluster)}", ""]
     if plan.cluster_id:
-        lines += [f"Cluster id `{plan.cluster_id}`", ""]
+        lines += [f"Cluster id {md_code(plan.cluster_id)}", ""]
     lines += [f"**{summary_line(plan)}**", ""]
-    for warning in plan_warnings(plan, review):
-        lines += [f"> **Warning:** {_md_cell(warning)}", ""]
+    for warning in plan.warnings:
+        lines += [f"> **Warning:** {md_text(warning)}", ""]
     if review is not None and review.violations:
-        lines += ["> **Refused by guard rails:** apply will not run this plan.", ">"]
-        lines += [f"> - {_md_cell(violation_line(v))}" for v in review.violations]
+        lines += [f"> **{md_text(refusal_line(review))}**", ">"]
+        lines += [f"> - {md_text(violation_line(v))}" for v in review.violations]
         lines.append("")
     pending = plan.pending
     if pending:
-        lines += [
-            "| | Entity | Quota key | Before | After |",
-            "|---|---|---|---|---|",
+        table = [
+            "| | Entity | Quota key | Before | After | Source |",
+            "|---|---|---|---|---|---|",
         ]
         for change in pending:
-            label = f"`{_md_cell(change.entity.label())}`"
+            label = md_code(change.entity.label())
             if change.action is Action.DELETE:
                 label = f"**DELETE** {label}"
+            source = md_text(change.source) if change.source else "_not declared_"
             first = True
             for kc in change.key_changes:
-                after = _value(kc.key, kc.after)
+                after = md_text(_value(kc.key, kc.after))
                 fallback = review.fallbacks.get((change.entity, kc.key)) if review else None
                 if kc.action is KeyAction.REMOVE and fallback is not None:
-                    after = f"_{_md_cell(fallback_text(fallback))}_"
-                lines.append(
+                    after = f"_{md_text('then ' + fallback_text(fallback))}_"
+                table.append(
                     f"| {change.action.symbol if first else ''} "
                     f"| {label if first else ''} "
-                    f"| {_KEY_SYMBOL[kc.action]} `{kc.key}` "
-                    f"| {_value(kc.key, kc.before)} "
-                    f"| {after} |"
+                    f"| {_KEY_SYMBOL[kc.action]} {md_code(kc.key)} "
+                    f"| {md_text(_value(kc.key, kc.before))} "
+                    f"| {after} "
+                    f"| {source if first else ''} |"
                 )
                 first = False
+        if len(pending) > DETAILS_AFTER:
+            lines += [
+                f"<details><summary>{len(pending)} entities change (click to expand)</summary>",
+                "",
+                *table,
+                "",
+                "</details>",
+            ]
+        else:
+            lines += table
         lines.append("")
-    lines += [f"<sub>{_md_cell(_footer(plan))}</sub>", ""]
+    lines += [f"<sub>{md_text(_footer(plan))}</sub>", ""]
     return "\n".join(lines)

@@ -18,14 +18,15 @@ from quotaform.plan.guards import GuardKind, Violation
 __all__ = [
     "ALLOW_FLAGS",
     "allow_flag",
-    "blocked_deletes_warning",
     "fallback_text",
+    "missing_permissions",
     "violation_line",
     "violation_message",
 ]
 
 #: The command-line flag that allows each kind of violation (``None``: nothing does).
 ALLOW_FLAGS: Mapping[GuardKind, str | None] = {
+    GuardKind.DELETE: "--allow-deletes",
     GuardKind.PROTECTED: None,
     GuardKind.PREVENT_DESTROY: None,
     GuardKind.MASS_DELETE: "--allow-mass-delete",
@@ -92,6 +93,11 @@ def _relax(v: Violation) -> str:
 def violation_message(v: Violation) -> str:
     """One sentence naming the entity, key and numbers of a violation."""
     label = _label(v.entity)
+    if v.kind is GuardKind.DELETE:
+        return (
+            f"{label} is not declared by any manifest and would be deleted, but deletes "
+            "are not allowed (spec.allowDeletes)"
+        )
     if v.kind is GuardKind.MASS_DELETE:
         if v.limit_name == "maxDeleteFraction":
             assert v.deletes is not None and v.live and v.limit is not None
@@ -133,11 +139,9 @@ def violation_line(v: Violation) -> str:
     return f"{violation_message(v)} (pass {flag} to allow)"
 
 
-def blocked_deletes_warning(entities: Sequence[Entity]) -> str:
-    """The warning a plan carries when it deletes while deletes are not allowed."""
-    n = len(entities)
-    return (
-        f"{n} entit{'y' if n == 1 else 'ies'} in scope would be "
-        "deleted, but deletes are not allowed: apply will refuse "
-        "(set spec.allowDeletes: true or pass --allow-deletes)"
-    )
+def missing_permissions(violations: Sequence[Violation]) -> list[str]:
+    """The flags that would allow every overridable violation, once each, in
+    :data:`ALLOW_FLAGS` order (protection has none: it must be lifted in the
+    manifests)."""
+    kinds = {v.kind for v in violations}
+    return [flag for kind, flag in ALLOW_FLAGS.items() if kind in kinds and flag is not None]

@@ -51,6 +51,12 @@ def barrier(admin) -> None:  # type: ignore[no-untyped-def]
     admin.alter_client_quotas(
         [QuotaAlteration(marker, {"producer_byte_rate": None})], validate_only=False
     )
+    # The marker's removal lags the same way: wait until it is gone too, so
+    # an "the broker holds nothing" check never sees the marker itself.
+    eventually(
+        lambda: admin.describe_client_quotas([FilterComponent.exact("user", name)], strict=True),
+        lambda d: marker not in d,
+    )
 
 
 _DESCRIPTIONS = {"user-principal": "user", "client-id": "client-id", "ip": "ip"}

@@ -26,7 +26,7 @@ from .helpers import barrier, config_command_view
 
 pytestmark = pytest.mark.broker
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "manifests"
 runner = CliRunner()
 
 
@@ -177,16 +177,10 @@ def test_import_adds_live_entities_and_keeps_comments(
     original = into.read_text(encoding="utf-8")
 
     # Until imported, the live entities are unexpected: the plan would delete
-    # them, which the change budget counts as relaxing (allowed to show it).
-    before = cli(
-        "plan",
-        str(manifests),
-        "--bootstrap-server",
-        bootstrap,
-        "--detailed-exitcode",
-        "--allow-relax",
-    )
-    assert before.exit_code == 2, before.output
+    # them, which it refuses (exit 1) naming the one flag that would allow it.
+    before = cli("plan", str(manifests), "--bootstrap-server", bootstrap, "--detailed-exitcode")
+    assert before.exit_code == 1, before.output
+    assert "After review, allow it with: --allow-deletes (on plan and apply)." in before.output
 
     result = cli("import", str(manifests), "--into", str(into), "--bootstrap-server", bootstrap)
     assert result.exit_code == 0, result.output

@@ -77,7 +77,7 @@ def setup(
         monkeypatch.delenv(var, raising=False)
     manifests = tmp_path / "manifests"
     shutil.copytree(FIXTURE, manifests)
-    profiles = tmp_path / "quotaform.cluster.profiles.yaml"
+    profiles = tmp_path / "quotaform.clusters.yaml"
     profiles.write_text(
         "clusters:\n"
         f"  eu:\n    bootstrapServers: {kafka_broker.bootstrap}\n"

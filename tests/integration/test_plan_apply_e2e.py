@@ -24,7 +24,7 @@ from .helpers import barrier, config_command_view
 
 pytestmark = pytest.mark.broker
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "manifests"
 runner = CliRunner()
 
 
@@ -138,21 +138,11 @@ def test_removing_an_entity_deletes_only_when_allowed(
     refused = cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve")
     assert refused.exit_code == 1
     assert "deletes are not allowed" in refused.output
-    assert gone in config_command_view(config_command)
-
-    # Deletes allowed, but the override falls back to the default 200/s: 40x
-    # more than before, beyond the change budget's default factor of 10.
-    relaxed = cli(
-        "apply",
-        str(manifests),
-        "--bootstrap-server",
-        bootstrap,
-        "--auto-approve",
-        "--allow-deletes",
-    )
-    assert relaxed.exit_code == 1, relaxed.output
-    assert "(then falls back to ip=<default> (200))" in relaxed.output
-    assert "--allow-relax" in relaxed.output
+    # One flag per kind of risk, all named at once: the delete's fallback to
+    # the default 200/s is shown, and needs no second flag.
+    assert "(then falls back to ip=<default> (200))" in refused.output
+    assert "After review, allow it with: --allow-deletes (on plan and apply)." in refused.output
+    assert "--allow-relax" not in refused.output
     assert gone in config_command_view(config_command)
 
     allowed = cli(
@@ -162,7 +152,6 @@ def test_removing_an_entity_deletes_only_when_allowed(
         bootstrap,
         "--auto-approve",
         "--allow-deletes",
-        "--allow-relax",
     )
     assert allowed.exit_code == 0, allowed.output
     assert '- ip="198.51.100.7"' in allowed.output
@@ -236,6 +225,7 @@ def test_interactive_apply_needs_a_typed_yes(clean, bootstrap, admin) -> None:  
     declined = cli("apply", str(EXAMPLES), "--bootstrap-server", bootstrap, input="y\n")
     assert declined.exit_code == 1
     assert "Only 'yes' will be accepted" in declined.output
+    assert "Error: apply cancelled: only 'yes' approves; nothing was applied" in declined.output
     barrier(admin)
     assert admin.describe_client_quotas([], strict=False) == {}
 

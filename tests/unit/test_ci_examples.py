@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import typer
 from ruamel.yaml import YAML
@@ -23,7 +24,7 @@ from quotaform.cli.app import app
 from quotaform.manifest import load_manifests
 
 CI = Path(__file__).resolve().parents[2] / "examples" / "ci"
-WORKFLOWS = sorted((CI / ".github" / "workflows").glob("*.yml"))
+WORKFLOWS = sorted((CI / "workflows").glob("*.yml"))
 ROOT_COMMAND = typer.main.get_command(app)
 
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
@@ -67,8 +68,11 @@ def invocations(line: str) -> Iterator[list[str]]:
         if start > 0 and tokens[start - 1] not in ("|", "||", "&&", ";", "(", "$(", "then", "do"):
             continue
         args: list[str] = []
-        for arg in tokens[start + 1 :]:
-            if set(arg) <= set("|&;<>()") or re.fullmatch(r"\d+", arg):
+        rest = tokens[start + 1 :]
+        for index, arg in enumerate(rest):
+            following = rest[index + 1] if index + 1 < len(rest) else ""
+            redirect = re.fullmatch(r"\d+", arg) and following.startswith((">", "<"))
+            if set(arg) <= set("|&;<>()") or redirect:
                 break
             args.append(arg)
         yield args
@@ -96,7 +100,7 @@ def check_invocation(args: list[str]) -> list[str]:
     command = ROOT_COMMAND
     path = ["quotaform"]
     rest = list(args)
-    while hasattr(command, "commands"):  # a group: options, then a subcommand
+    while hasattr(command, "list_commands"):  # a group: options, then a subcommand
         options = _options(command)
         while rest and rest[0].startswith("-"):
             if rest[0] not in options:
@@ -105,9 +109,10 @@ def check_invocation(args: list[str]) -> list[str]:
         if not rest:
             return [f"{' '.join(path)}: no command given"]
         name = rest.pop(0)
-        if name not in command.commands:
+        found = command.get_command(click.Context(command), name)
+        if found is None:
             return [f"{' '.join(path)}: no command {name!r}"]
-        command, path = command.commands[name], [*path, name]
+        command, path = found, [*path, name]
     options = _options(command)
     arguments = [p for p in command.params if p.param_type_name == "argument"]
     positional = 0
@@ -197,6 +202,9 @@ def test_the_checker_catches_rot() -> None:
     assert list(invocations("pip install quotaform")) == []
 
 
-def test_workflows_do_not_disturb_loading_examples() -> None:
-    # Hidden directories are skipped: examples/ still loads as one manifest set.
-    assert load_manifests([CI.parent]).cluster == "sandbox"
+def test_workflows_sit_beside_the_manifests_not_among_them() -> None:
+    # Visible workflows (examples/ci/workflows), and examples/manifests still
+    # loads as one manifest set: the folder every workflow names.
+    assert load_manifests([CI.parent / "manifests"]).cluster == "sandbox"
+    for workflow in WORKFLOWS:
+        assert "MANIFESTS: examples/manifests" in workflow.read_text(encoding="utf-8")

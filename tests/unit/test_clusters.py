@@ -12,16 +12,18 @@ from typer.testing import CliRunner
 
 from quotaform.cli.app import app
 from quotaform.cluster.profiles import (
+    ClusterTarget,
     find_config_file,
     load_cluster_profiles,
     load_required_profiles,
     resolve_settings,
     resolve_target,
 )
-from quotaform.errors import ClusterConfigError, ConnectionSettingsError
+from quotaform.errors import ClusterConfigError, ConnectionSettingsError, ManifestError
 from quotaform.formats.multicluster import MultiClusterDocument, render_multi_json
 from quotaform.formats.plan import PlanDocument
 from quotaform.kafka.entity import Entity
+from quotaform.manifest import load_manifests
 from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
 from quotaform.plan.review import PlanReview
@@ -56,6 +58,18 @@ clusters:
 """
 
 
+HEADER_SANDBOX = """\
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata: {cluster: sandbox}
+spec:
+  scope: [{shape: user}]
+  quotas:
+    - entity: {user: alice}
+      values: {producer_byte_rate: 10mb}
+"""
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
@@ -64,7 +78,7 @@ def write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def profiles_file(tmp_path: Path) -> Path:
-    path = write(tmp_path / "repo" / "quotaform.cluster.profiles.yaml", PROFILES)
+    path = write(tmp_path / "repo" / "quotaform.clusters.yaml", PROFILES)
     write(path.parent / "config" / "prod-eu.properties", "ssl.endpoint.identification.algorithm=\n")
     write(path.parent / "secrets" / "prod-us", "pa55-from-file\n")
     return path
@@ -272,6 +286,44 @@ def test_resolve_target_with_and_without_a_profile(profiles_file: Path) -> None:
         resolve_target("sandbox", profiles_file, "192.0.2.1:9092", None, env={})
 
 
+def test_the_profile_of_the_cluster_the_manifests_name_is_used_without_flags(
+    profiles_file: Path, tmp_path: Path
+) -> None:
+    # Beside the manifests (not in the current directory) and no connection flag:
+    # the one cluster the manifests name picks its profile.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def resolve(implied: str, env: dict[str, str]) -> ClusterTarget:
+        # No flags at all, run from a folder without a profiles file.
+        return resolve_target(
+            None, None, None, None, implied=implied, near=[profiles_file.parent], env=env,
+            cwd=elsewhere,
+        )  # fmt: skip
+
+    found = resolve("sandbox", {})
+    assert (found.cluster, found.settings.bootstrap_servers) == ("sandbox", "127.0.0.1:9092")
+    # A flag or QUOTAFORM_BOOTSTRAP_SERVER wins over the implied profile.
+    flagged = resolve("sandbox", {"QUOTAFORM_BOOTSTRAP_SERVER": "192.0.2.1:9092"})
+    assert (flagged.cluster, flagged.settings.bootstrap_servers) == (None, "192.0.2.1:9092")
+    # A cluster without a profile: the error names the profiles there are.
+    with pytest.raises(ConnectionSettingsError) as caught:
+        resolve("prod-ap", {})
+    assert str(caught.value) == (
+        f"no bootstrap server: pass --cluster NAME to use a profile of {profiles_file} "
+        "(prod-eu, prod-us, sandbox); it has none for cluster 'prod-ap', or "
+        "--bootstrap-server HOST:PORT (or QUOTAFORM_BOOTSTRAP_SERVER)"
+    )
+
+
+def test_the_profiles_file_beside_manifests_is_not_read_as_one(tmp_path: Path) -> None:
+    write(tmp_path / "quotaform.clusters.yaml", PROFILES)
+    write(tmp_path / "a.yaml", HEADER_SANDBOX)
+    assert load_manifests([tmp_path]).cluster == "sandbox"
+    with pytest.raises(ManifestError, match="this is the cluster profiles file, not a manifest"):
+        load_manifests([tmp_path / "quotaform.clusters.yaml"])
+
+
 def test_all_clusters_needs_a_profile_for_every_named_cluster(tmp_path: Path) -> None:
     path = write(tmp_path / "c.yaml", "clusters:\n  us: {bootstrapServers: '192.0.2.1:9092'}\n")
     with pytest.raises(ClusterConfigError, match=r"no profile for cluster\(s\) eu named by"):
@@ -292,6 +344,8 @@ runner = CliRunner()
         (["--cluster", "eu", "--bootstrap-server", "192.0.2.1:9092"], "drop --bootstrap-server"),
         (["--cluster", "eu"], "no cluster profiles"),
         (["--cluster", "eu", "--config", "missing.yaml"], "profiles file not found"),
+        # Several clusters and no --cluster: the clusters are named, before any connection.
+        ([], "the manifests name 2 clusters (eu, us): choose one with --cluster NAME"),
     ],
 )
 def test_plan_option_conflicts_exit_1(
@@ -308,7 +362,7 @@ def test_plan_option_conflicts_exit_1(
 def test_validate_one_or_every_cluster_the_set_names() -> None:
     several = runner.invoke(app, ["validate", str(MULTI)])
     assert several.exit_code == 1
-    assert "load them for one cluster at a time (--cluster NAME)" in several.output
+    assert "choose one with --cluster NAME" in several.output
     result = runner.invoke(app, ["validate", str(MULTI), "--all-clusters"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [

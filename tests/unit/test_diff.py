@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotaform.cluster.apply import alteration
-from quotaform.errors import DeletesNotAllowedError, GuardRefusedError
+from quotaform.errors import GuardRefusedError
 from quotaform.kafka.entity import Entity
 from quotaform.plan.guards import GuardKind
 from quotaform.plan.model import Action, KeyAction, KeyChange, diff_quotas
@@ -88,7 +88,8 @@ def test_no_op_when_live_matches() -> None:
 def test_deletes_without_allow_are_blocked_by_the_review() -> None:
     _, review = reviewed(desired({}), {CAROL: {"consumer_byte_rate": 1.0}})
     assert review.blocked_deletes == (CAROL,)
-    with pytest.raises(DeletesNotAllowedError, match="deletes are not allowed"):
+    assert [(v.kind, v.entity) for v in review.violations] == [(GuardKind.DELETE, CAROL)]
+    with pytest.raises(GuardRefusedError, match=r"deletes are not allowed.*--allow-deletes"):
         refuse_unless_allowed(review)
     _, allowed = reviewed(desired({}, allow_deletes=True), {CAROL: {"consumer_byte_rate": 1.0}})
     assert allowed.blocked_deletes == ()

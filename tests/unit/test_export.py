@@ -44,7 +44,7 @@ from quotaform.plan.state import Scope
 from .conftest import Golden
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+EXAMPLES = ROOT / "examples" / "manifests"
 FIXTURES = Path(__file__).parent / "fixtures" / "export"
 EXPORTED_AT = datetime(2025, 3, 1, 12, 30, tzinfo=UTC)
 ALL_SHAPES = list(SHAPE_NAMES)
@@ -670,11 +670,11 @@ def test_import_restores_the_files_when_the_set_would_not_load(
     calls = []
     real = export_module.load_manifests
 
-    def failing_second_load(paths):  # type: ignore[no-untyped-def]
+    def failing_second_load(paths, cluster=None):  # type: ignore[no-untyped-def]
         calls.append(paths)
         if len(calls) == 2:
             raise ManifestError([ManifestProblem(str(into), 1, "(file)", "simulated")])
-        return real(paths)
+        return real(paths, cluster=cluster)
 
     monkeypatch.setattr(export_module, "load_manifests", failing_second_load)
     live = {**declared([EXAMPLES]), **NEW}

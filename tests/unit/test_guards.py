@@ -20,7 +20,13 @@ from quotaform.plan.state import (
     ScopeRule,
     SourceLocation,
 )
-from quotaform.render.words import allow_flag, fallback_text, violation_line, violation_message
+from quotaform.render.words import (
+    allow_flag,
+    fallback_text,
+    missing_permissions,
+    violation_line,
+    violation_message,
+)
 
 from .builders import ALL_SHAPES, desired_state, reviewed
 from .builders import plan_of as _plan_of
@@ -378,8 +384,9 @@ def test_removing_a_key_relaxes_to_its_fallback() -> None:
     # A delete removes every key.
     found = guards({IP_A: {CONN: 5.0}, DIP: {CONN: 10.0}}, {DIP: {CONN: 10.0}})
     assert found == []
-    found = guards({IP_A: {CONN: 5.0}}, {})
-    assert kinds(found) == [(GuardKind.RELAX, IP_A, CONN)]
+    # A delete's keys are the delete's risk (allowed here), not relaxing:
+    # one flag per kind of risk.
+    assert guards({IP_A: {CONN: 5.0}}, {}) == []
 
 
 def test_removal_to_an_unknown_fallback_is_refused() -> None:
@@ -399,10 +406,23 @@ def test_violations_are_ordered_and_combined() -> None:
     assert kinds(found) == [
         (GuardKind.MASS_DELETE, None, None),
         (GuardKind.DEFAULT_REMOVAL, DU, None),
-        (GuardKind.RELAX, DU, P),
         (GuardKind.PROTECTED, U, None),
-        (GuardKind.RELAX, U, P),
-        (GuardKind.RELAX, Entity.of(user="v"), P),
+    ]
+    # Without deletes allowed, every missing permission is listed at once.
+    state = desired_state({}, protected={U: SourceLocation("p", 1)})
+    _, review = reviewed(state, live, ChangeBudget(max_deletes=1))
+    assert kinds(list(review.violations)) == [
+        (GuardKind.MASS_DELETE, None, None),
+        (GuardKind.DELETE, DU, None),
+        (GuardKind.DEFAULT_REMOVAL, DU, None),
+        (GuardKind.DELETE, U, None),
+        (GuardKind.PROTECTED, U, None),
+        (GuardKind.DELETE, Entity.of(user="v"), None),
+    ]
+    assert missing_permissions(review.violations) == [
+        "--allow-deletes",
+        "--allow-mass-delete",
+        "--allow-default-removal",
     ]
     state = desired({}, protected={U: SourceLocation("p", 1)})
     plan, review = reviewed(state, live, ChangeBudget(max_deletes=1))

@@ -14,7 +14,7 @@ from quotaform.manifest import ManifestError, ManifestProblem, load_manifests, m
 from quotaform.plan.state import ChangeBudget, DesiredState, Scope, ScopeRule, SourceLocation
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+EXAMPLES = ROOT / "examples" / "manifests"
 FIXTURES = Path(__file__).parent / "fixtures" / "manifests"
 GOOD = FIXTURES / "good" / "set"
 BAD = FIXTURES / "bad"
@@ -837,7 +837,8 @@ def test_several_clusters_need_a_choice() -> None:
     payments = str(MULTI / "payments.yaml")
     assert problems_of(MULTI) == [
         f"{payments}:5: metadata.clusters: the manifests name 2 clusters (prod-eu, prod-us): "
-        "load them for one cluster at a time (--cluster NAME)",
+        "choose one with --cluster NAME (connecting with its profile from "
+        "quotaform.clusters.yaml), or plan them all with --all-clusters",
     ]
     with pytest.raises(ManifestError) as caught:
         load_manifests([MULTI], cluster="prod-asia")
@@ -950,8 +951,9 @@ spec: {}
         f"{path}:13: metadata.clusters[2]: must not be empty",
         f"{path}:18: metadata.clusterId: only allowed with cluster: a document shared by "
         "several clusters (clusters) cannot name one cluster id",
-        f"{path}:18: metadata.clusters: the manifests name 2 clusters (a, c): load them for "
-        "one cluster at a time (--cluster NAME)",
+        f"{path}:18: metadata.clusters: the manifests name 2 clusters (a, c): choose one with "
+        "--cluster NAME (connecting with its profile from quotaform.clusters.yaml), or plan "
+        "them all with --all-clusters",
         f"{path}:23: metadata.clusters: must not be empty",
     ]
 

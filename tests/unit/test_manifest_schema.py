@@ -18,7 +18,7 @@ from quotaform.manifest.schema import manifest_json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = ROOT / "schemas" / "manifest.schema.json"
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml"))
 GOOD_FIXTURES = sorted(
     p
     for folder in ("good", "multi-cluster")

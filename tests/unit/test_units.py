@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from quotaform.kafka.keys import INT_MAX, LONG_MAX, QUOTA_KEYS
-from quotaform.kafka.units import QuotaValueError, format_quota_value, parse_quota_value
+from quotaform.kafka.units import (
+    QuotaValueError,
+    format_quota_value,
+    parse_quota_value,
+    value_pattern,
+)
 
 BYTE_KEYS = ("producer_byte_rate", "consumer_byte_rate")
 DOUBLE_KEYS = ("request_percentage", "controller_mutation_rate")
@@ -34,6 +40,14 @@ DOUBLE_KEYS = ("request_percentage", "controller_mutation_rate")
         ("producer_byte_rate", "3GB", 3_000_000_000),
         ("producer_byte_rate", "1TB", 10**12),
         ("producer_byte_rate", "2048B", 2048),
+        # One grammar: unit names in any case, always bytes; spaces and /s optional.
+        ("producer_byte_rate", "10mb", 10_000_000),
+        ("producer_byte_rate", "10Mb", 10_000_000),
+        ("producer_byte_rate", "10 mb/s", 10_000_000),
+        ("producer_byte_rate", "512kib", 512 * 1024),
+        ("producer_byte_rate", "1.5GIB", 1.5 * 1024**3),
+        ("producer_byte_rate", "2048b", 2048),
+        ("consumer_byte_rate", "10MB/S", 10_000_000),
         ("consumer_byte_rate", "10MiB/s", 10 * 1024**2),
         ("consumer_byte_rate", " 10 MiB / s ", 10 * 1024**2),
         ("consumer_byte_rate", "10 MiB", 10 * 1024**2),
@@ -70,8 +84,13 @@ def test_parse_accepts(key: str, raw: object, expected: float) -> None:
         ),
         (
             "producer_byte_rate",
-            "10Mb",  # megabits are not guessed
-            '"10Mb" is not a byte rate (examples: 1048576, 512KiB, 10MiB, 1.5MB)',
+            "10Mbit",
+            '"10Mbit" is not a byte rate (examples: 1048576, 512KiB, 10MiB, 1.5MB)',
+        ),
+        (
+            "producer_byte_rate",
+            "10 MB/sec",
+            '"10 MB/sec" is not a byte rate (examples: 1048576, 512KiB, 10MiB, 1.5MB)',
         ),
         (
             "producer_byte_rate",
@@ -220,3 +239,35 @@ def test_connection_rates_round_trip(value: int) -> None:
 
 def test_every_known_key_is_covered() -> None:
     assert set(QUOTA_KEYS) == {*BYTE_KEYS, *DOUBLE_KEYS, "connection_creation_rate"}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "10mb",
+        "10MB",
+        "10Mb",
+        "10 MiB / s",
+        "10mib/S",
+        "1.5 gib",
+        ".5KiB",
+        "2048b",
+        "100",
+        "10MiBs",
+        "10Mbit",
+        "10 MB/sec",
+        "MiB",
+        "10 M",
+        "1e3KiB",
+        "10 /s",
+        "ten",
+    ],
+)
+def test_schema_pattern_accepts_exactly_what_the_parser_reads(raw: str) -> None:
+    # One grammar: the JSON Schema pattern editors use and the loader agree.
+    try:
+        parse_quota_value("producer_byte_rate", raw)
+        parsed = True
+    except QuotaValueError:
+        parsed = False
+    assert bool(re.match(value_pattern("producer_byte_rate"), raw)) is parsed

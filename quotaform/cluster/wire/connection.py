@@ -88,6 +88,14 @@ class ConnectionSettings:
     connect_timeout_ms: int = 15_000
     warnings: tuple[str, ...] = ()
 
+    def with_timeout(self, seconds: float | None) -> ConnectionSettings:
+        """These settings with ``--timeout SECONDS`` as both the time to reach
+        a bootstrap server and the timeout of one RPC; unchanged for ``None``."""
+        if seconds is None:
+            return self
+        ms = max(int(seconds * 1000), 1)
+        return replace(self, connect_timeout_ms=ms, request_timeout_ms=ms)
+
     @property
     def secrets(self) -> tuple[str, ...]:
         """The secret values, for redaction."""
