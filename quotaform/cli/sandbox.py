@@ -19,12 +19,14 @@ from quotaform.errors import EXIT_SANDBOX_NOT_RUNNING, EXIT_SANDBOX_UNRESPONSIVE
 from quotaform.sandbox import (
     DEFAULT_KAFKA_VERSION,
     DEFAULT_SANDBOX_NAME,
+    BrokerOptions,
     SandboxState,
     broker_status,
     ensure_kafka_jars,
     start_broker,
     stop_broker,
 )
+from quotaform.sandbox.jmx import jmx_url
 
 __all__ = ["sandbox_app"]
 
@@ -60,6 +62,14 @@ def up(
             help="Seconds to wait for the broker to answer (jar download not included).",
         ),
     ] = 90.0,
+    jmx: Annotated[
+        bool,
+        typer.Option(
+            "--jmx",
+            help="Expose the broker's metrics over JMX on a free loopback port (read them "
+            "with Kafka's JmxTool; quota groups are kafka.server:type=Produce|Fetch|Request,*).",
+        ),
+    ] = False,
 ) -> None:
     """Start the sandbox broker (or find it running) and print its bootstrap address."""
     broker = start_broker(
@@ -67,12 +77,15 @@ def up(
         name=name,
         timeout_s=timeout,
         on_progress=lambda message: _stderr.print(message, markup=False),
+        options=BrokerOptions(jmx_port=0) if jmx else None,
     )
     _stderr.print(
         f"Sandbox {name!r}: Kafka {broker.version}, cluster id {broker.cluster_id}, "
         f"pid {broker.pid}, log {broker.log_path}",
         markup=False,
     )
+    if broker.jmx_port is not None:
+        _stderr.print(f"JMX: {jmx_url(broker.jmx_port)}", markup=False)
     typer.echo(broker.bootstrap)
 
 
@@ -100,6 +113,7 @@ def status(name: Name = DEFAULT_SANDBOX_NAME) -> None:
     typer.echo(
         f"Sandbox {name!r} is {found.state.value}: {broker.bootstrap}, Kafka {broker.version}, "
         f"cluster id {broker.cluster_id}, pid {broker.pid}, data {broker.data_dir}"
+        + (f", JMX {jmx_url(broker.jmx_port)}" if broker.jmx_port is not None else "")
     )
     if found.state is not SandboxState.RUNNING:
         raise typer.Exit(EXIT_SANDBOX_UNRESPONSIVE)

@@ -73,7 +73,8 @@ def read_live_state(
     One DescribeClientQuotas per shape (at most four): the owned shapes give
     the live state, prefix rules are applied client-side (Kafka has no prefix
     match). With ``count_unmanaged`` the shapes the scope does not own are
-    described too, only to count (per shape) what the plan leaves alone.
+    described too: what the plan leaves alone is counted per shape and kept
+    in :attr:`LiveState.outside` (it takes part in every client's resolution).
 
     Raises:
         BrokerError: from the wire layer (AuthorizationError when the principal
@@ -84,15 +85,17 @@ def read_live_state(
     before = sum(reader.rpc_counts.values())
     start = time.perf_counter()
     entities: dict[Entity, dict[str, float]] = {}
+    outside: dict[Entity, dict[str, float]] = {}
     by_shape: dict[str, int] = {}
     for shape in shapes:
-        outside = 0
+        count = 0
         for entity, quotas in describe_shapes(reader, [shape]).items():
             if scope.contains(entity):
                 entities[entity] = quotas
             else:
-                outside += 1
-        by_shape[shape_name(shape)] = outside
+                outside[entity] = quotas
+                count += 1
+        by_shape[shape_name(shape)] = count
     _log.info(
         "read the live state: %d entities in scope, %d outside, %d RPC(s) in %.3f s",
         len(entities),
@@ -105,6 +108,7 @@ def read_live_state(
         unmanaged_by_shape=by_shape,
         cluster_id=cluster_id,
         rpc_counts={"DescribeClientQuotas": sum(reader.rpc_counts.values()) - before},
+        outside=outside,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quotaform.formats.plan import ProbeDoc, probe_doc
 from quotaform.plan.drift import DRIFT_FORMAT_VERSION, DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
 from quotaform.render.drift import drift_summary_line
@@ -89,6 +90,11 @@ class DriftDocument(BaseModel):
     live_state_rpcs: dict[str, int] = Field(
         description="RPCs made to read the live state, by API name."
     )
+    probes: list[ProbeDoc] = Field(
+        default_factory=list,
+        description="Every declared probe with the keys whose effective quota, source or "
+        "quota group differs: before = as the manifests declare, after = as the cluster holds.",
+    )
 
 
 def _entity_doc(drift: EntityChange) -> EntityDriftDoc:
@@ -129,6 +135,7 @@ def drift_document(report: DriftReport) -> DriftDocument:
         ),
         warnings=list(report.warnings),
         live_state_rpcs=dict(sorted(report.rpc_counts.items())),
+        probes=[probe_doc(i) for i in report.probes],
     )
 
 

@@ -16,8 +16,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quotaform.formats.explain import (
+    KeyDoc,
+    key_doc,
+    key_explanation_from_doc,
+    moves_doc,
+    principal_doc,
+    principal_from_doc,
+)
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Fallback
+from quotaform.plan.explain import ChangedKey, ProbeImpact
 from quotaform.plan.guards import GuardKind, Violation
 from quotaform.plan.model import (
     PLAN_FORMAT_VERSION,
@@ -28,7 +37,7 @@ from quotaform.plan.model import (
     Plan,
 )
 from quotaform.plan.review import PlanReview
-from quotaform.plan.state import ChangeBudget
+from quotaform.plan.state import ChangeBudget, Probe, SourceLocation
 from quotaform.render.words import (
     allow_flag,
     fallback_text,
@@ -38,7 +47,14 @@ from quotaform.render.words import (
 
 assert PLAN_FORMAT_VERSION == 1, "update PlanDocument.format_version with the format"
 
-__all__ = ["PlanDocument", "plan_document", "plan_from_document", "render_json"]
+__all__ = [
+    "PlanDocument",
+    "ProbeDoc",
+    "plan_document",
+    "plan_from_document",
+    "probe_doc",
+    "render_json",
+]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -123,6 +139,37 @@ class ViolationDoc(BaseModel):
     )
 
 
+class OutsideDoc(BaseModel):
+    """A live entity outside the scope: left alone, but part of every client's resolution."""
+
+    model_config = _FROZEN
+    entity: EntityDoc
+    quotas: dict[str, float]
+
+
+class ProbeKeyDoc(BaseModel):
+    """One quota key of a probe the plan affects: before and after, and what moved."""
+
+    model_config = _FROZEN
+    before: KeyDoc
+    after: KeyDoc
+    value_changed: bool
+    source_changed: bool
+    group_changed: bool = Field(description="The quota group (metric tags) moves.")
+
+
+class ProbeDoc(BaseModel):
+    """A declared probe (spec.probes) and what the plan does to it."""
+
+    model_config = _FROZEN
+    principal: dict[str, str | None] = Field(
+        description='{"user": U, "client-id": C} (null: not given) or {"ip": A}.'
+    )
+    source: str = Field(description="path:line of the probe's declaration.")
+    affected: bool
+    keys: dict[str, ProbeKeyDoc] = Field(description="Only the keys that move.")
+
+
 class SummaryDoc(BaseModel):
     """Counts of entity changes by action."""
 
@@ -160,6 +207,21 @@ class PlanDocument(BaseModel):
     )
     live_state_rpcs: dict[str, int] = Field(
         description="RPCs made to read the live state, by API name."
+    )
+    probes: list[ProbeDoc] = Field(
+        default_factory=list,
+        description="Every declared probe with the keys whose effective quota, source or "
+        "quota group the plan changes.",
+    )
+    unmanaged_by_shape: dict[str, int] = Field(
+        default_factory=dict,
+        description="Live entities outside the scope per entity shape (every shape that "
+        "was described).",
+    )
+    outside_scope: list[OutsideDoc] = Field(
+        default_factory=list,
+        description="The live entities outside the scope with their quotas: never changed, "
+        "kept so the plan can be explained (explain --plan).",
     )
 
 
@@ -237,7 +299,43 @@ def plan_document(plan: Plan, review: PlanReview) -> PlanDocument:
         refused=review.refused,
         allow_flags=missing_permissions(review.violations),
         live_state_rpcs=dict(sorted(plan.rpc_counts.items())),
+        probes=[probe_doc(i) for i in review.probes],
+        unmanaged_by_shape=dict(plan.unmanaged_by_shape),
+        outside_scope=[
+            OutsideDoc(entity=e.as_dict(), quotas=dict(sorted(q.items())))
+            for e, q in sorted(plan.outside.items(), key=lambda p: p[0].sort_key())
+        ],
     )
+
+
+def probe_doc(impact: ProbeImpact) -> ProbeDoc:
+    """The JSON model of one probe's impact."""
+    source = impact.probe.source
+    return ProbeDoc(
+        principal=principal_doc(impact.probe.principal),
+        source=f"{source.path}:{source.line}",
+        affected=impact.affected,
+        keys={
+            c.key: ProbeKeyDoc(
+                before=key_doc(c.before), after=key_doc(c.after), **moves_doc(c).model_dump()
+            )
+            for c in impact.keys
+        },
+    )
+
+
+def _probe(doc: ProbeDoc) -> ProbeImpact:
+    path, _, line = doc.source.rpartition(":")
+    keys = tuple(
+        ChangedKey(
+            key,
+            key_explanation_from_doc(key, k.before),
+            key_explanation_from_doc(key, k.after),
+        )
+        for key, k in doc.keys.items()
+    )
+    probe = Probe(principal_from_doc(doc.principal), SourceLocation(path, int(line or 1)))
+    return ProbeImpact(probe, keys)
 
 
 def render_json(plan: Plan, review: PlanReview) -> str:
@@ -294,8 +392,10 @@ def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
         cluster_id=doc.cluster_id,
         changes=changes,
         unmanaged=doc.unmanaged,
+        unmanaged_by_shape=dict(doc.unmanaged_by_shape),
         rpc_counts=dict(doc.live_state_rpcs),
         warnings=tuple(doc.warnings),
+        outside={Entity.from_mapping(o.entity): dict(o.quotas) for o in doc.outside_scope},
     )
     fallbacks = {
         (Entity.from_mapping(c.entity), k.key): fallback
@@ -307,5 +407,6 @@ def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
         budget=ChangeBudget(allow_deletes=doc.deletes_allowed),
         fallbacks=fallbacks,
         violations=tuple(_violation(v) for v in doc.violations),
+        probes=tuple(_probe(p) for p in doc.probes),
     )
     return plan, review

@@ -10,6 +10,7 @@ indent, trailing newline); unit tests fail when a checked-in file is stale.
 * ``drift.schema.json``: the JSON drift report (``drift -o json``).
 * ``apply.schema.json``: the JSON apply result (``apply -o json``).
 * ``describe.schema.json``: the live view (``describe -o json``).
+* ``explain.schema.json``: ``explain -o json``.
 * ``multicluster.schema.json``: ``plan --all-clusters -o json``.
 """
 
@@ -26,6 +27,7 @@ from pydantic import BaseModel
 from quotaform.formats.apply import ApplyDocument
 from quotaform.formats.describe import DescribeDocument
 from quotaform.formats.drift import DriftDocument
+from quotaform.formats.explain import ExplainDocument
 from quotaform.formats.multicluster import MultiClusterDocument
 from quotaform.formats.plan import PlanDocument
 from quotaform.formats.planfile import PlanFileDocument
@@ -59,6 +61,9 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "apply.schema.json": lambda: document_schema(
         ApplyDocument, "apply.schema.json", "quotaform apply result"
+    ),
+    "explain.schema.json": lambda: document_schema(
+        ExplainDocument, "explain.schema.json", "quotaform explanation"
     ),
     "multicluster.schema.json": lambda: document_schema(
         MultiClusterDocument, "multicluster.schema.json", "quotaform plan of every cluster"

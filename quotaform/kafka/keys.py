@@ -55,6 +55,12 @@ class KeySpec:
         unit: unit of the value: ``bytes/s``, ``%`` (of one I/O + network
             thread), ``mutations/s`` (partition mutations), ``connections/s``.
         description: one sentence for the manifest schema and the docs.
+        sensor: the ``type`` of the broker's quota MBean in ``kafka.server``
+            (``Produce``, ``Fetch``, ``Request``, ``ControllerMutation``;
+            ``socket-server-metrics`` for ip), from the quota managers'
+            ``QuotaType`` / ``ConnectionQuotas``.
+        metric: the MBean attribute holding the measured usage (``byte-rate``,
+            ``request-time``, ``mutation-rate``, ``connection-accept-rate``).
     """
 
     key: str
@@ -62,6 +68,8 @@ class KeySpec:
     entity_types: frozenset[str]
     unit: str
     description: str
+    sensor: str = ""
+    metric: str = ""
 
     @property
     def max_value(self) -> int | None:
@@ -87,7 +95,8 @@ class KeySpec:
 _CLIENT = frozenset({USER, CLIENT_ID})
 _BYTE_FORMS = (
     "A whole number of bytes/s, or a string with a unit: 512KiB, 10MiB, 1.5MB, 100kB, "
-    "optional '/s' (kB/MB/GB/TB/PB are powers of 1000, KiB/MiB/GiB/TiB/PiB powers of 1024)."
+    "optional spaces and '/s' (kB/MB/GB/TB/PB are powers of 1000, KiB/MiB/GiB/TiB/PiB "
+    "powers of 1024; units in any case, always bytes)."
 )
 
 #: Every quota key quotaform manages, by name, in display order.
@@ -101,6 +110,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 _CLIENT,
                 "bytes/s",
                 f"Produce bandwidth, bytes/s per broker (LONG). {_BYTE_FORMS}",
+                sensor="Produce",
+                metric="byte-rate",
             ),
             KeySpec(
                 "consumer_byte_rate",
@@ -108,6 +119,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 _CLIENT,
                 "bytes/s",
                 "Fetch bandwidth, bytes/s per broker (LONG). Same forms as producer_byte_rate.",
+                sensor="Fetch",
+                metric="byte-rate",
             ),
             KeySpec(
                 "request_percentage",
@@ -116,6 +129,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 "%",
                 "Share of request-handler and network thread time, in % of one thread per "
                 'broker (DOUBLE): 150 or "150%" is 1.5 threads.',
+                sensor="Request",
+                metric="request-time",
             ),
             KeySpec(
                 "controller_mutation_rate",
@@ -124,6 +139,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 "mutations/s",
                 "Partition mutations (create/delete topic partitions) per second (DOUBLE, "
                 "fractions allowed), KIP-599.",
+                sensor="ControllerMutation",
+                metric="mutation-rate",
             ),
             KeySpec(
                 "connection_creation_rate",
@@ -132,6 +149,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 "connections/s",
                 "New connections per second from one IP, per broker (INT, whole numbers), "
                 "KIP-612. Valid for ip entities only.",
+                sensor="socket-server-metrics",
+                metric="connection-accept-rate",
             ),
         )
     }

@@ -37,6 +37,7 @@ Everything here is pure data and functions over
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -49,15 +50,21 @@ __all__ = [
     "IP_LEVELS",
     "Fallback",
     "Level",
+    "Match",
     "MetricTags",
     "Principal",
     "QuotaIndex",
     "Resolution",
+    "Shadow",
+    "ShadowKind",
     "candidates",
     "fallback",
     "level_of",
+    "matches",
     "resolve",
     "resolve_all",
+    "shadows",
+    "variants",
 ]
 
 Quotas = Mapping[str, float]
@@ -282,6 +289,13 @@ class QuotaIndex:
                     by_key[key][entity] = float(value)
         self._by_key = by_key
         self._shapes = {k: frozenset(e.types for e in v) for k, v in by_key.items()}
+        by_level: dict[str, dict[int, dict[Entity, float]]] = {}
+        for key, entities in by_key.items():
+            levels: dict[int, dict[Entity, float]] = {}
+            for entity, value in entities.items():
+                levels.setdefault(level_of(entity).number, {})[entity] = value
+            by_level[key] = levels
+        self._by_level = by_level
 
     def value(self, entity: Entity, key: str) -> float | None:
         """The value ``entity`` sets for ``key``, ``None`` when it sets none."""
@@ -294,6 +308,138 @@ class QuotaIndex:
     def entities(self, key: str) -> Mapping[Entity, float]:
         """Every entity that sets ``key``, with its value."""
         return MappingProxyType(self._by_key.get(key, {}))
+
+    def at_level(self, key: str, number: int) -> Mapping[Entity, float]:
+        """The entities of level ``number`` (of the key's ladder) that set ``key``."""
+        return MappingProxyType(self._by_level.get(key, {}).get(number, {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """An entity that matches a principal and sets a key: ``level``,
+    ``entity`` and its ``value`` (the key's unit)."""
+
+    level: Level
+    entity: Entity
+    value: float
+
+
+def matches(index: QuotaIndex, principal: Principal, key: str) -> tuple[Match, ...]:
+    """Every entity matching ``principal`` (at any level whose names are
+    known) that sets ``key``, most specific first: the winner and the entries
+    it overrides (the KIP-546 draft's ``--include-overrides``)."""
+    found = []
+    for level, entity in candidates(principal):
+        value = index.value(entity, key)
+        if value is not None:
+            found.append(Match(level, entity, value))
+    return tuple(found)
+
+
+def variants(index: QuotaIndex, principal: Principal, key: str) -> tuple[Match, ...]:
+    """Entities that set ``key`` and would match ``principal`` for some value
+    of a name it leaves unknown (``None``), sorted most specific first.
+
+    ``Principal(user="alice")`` (client id unknown): ``{user=alice,
+    client-id=X}``, ``{user=<default>, client-id=X}`` and ``{client-id=X}``
+    for every X that sets ``key``. With such an entity a client named X may
+    get another quota than :func:`resolve` says for "a client id without
+    entries of its own". Nothing for an ip principal or one with every name
+    known.
+    """
+    if principal.is_ip:
+        return ()
+    names = principal.names()
+    unknown = {t for t in (USER, CLIENT_ID) if getattr(principal, _ATTR[t]) is None}
+    if not unknown:
+        return ()
+    found = []
+    for level in CLIENT_LEVELS:
+        named = {t for t, n in level.template if n}
+        if not named & unknown:
+            continue
+        for entity, value in index.at_level(key, level.number).items():
+            if all(names[t] is None or entity.name(t) == names[t] for t in named):
+                found.append(Match(level, entity, value))
+    return tuple(sorted(found, key=lambda m: (m.level.number, m.entity.sort_key())))
+
+
+_ATTR = {USER: "user", CLIENT_ID: "client_id"}
+
+
+class ShadowKind(enum.Enum):
+    """Why a declared entity is never, or only narrowly, the effective source of a key."""
+
+    NEVER = "never"
+    """Never applies to anyone: ``{client-id=c}`` or ``{client-id=<default>}``
+    while ``{user=<default>}`` or ``{user=<default>, client-id=<default>}``
+    sets the key, or ``{client-id=c}`` while ``{user=<default>,
+    client-id=c}`` does. Every connection has a user (``ANONYMOUS`` at
+    least), so step 1 finds a user level first and tags the group with the
+    user; a client-id level is then never looked up."""
+    ONLY_WITHOUT_CLIENT_ID = "only-without-client-id"
+    """Applies only to connections that send no client id: ``{user=u}``
+    while ``{user=u, client-id=<default>}`` sets the key, or
+    ``{user=<default>}`` while ``{user=<default>, client-id=<default>}`` does.
+    Every connection with a client id stops at the ``<default>`` client-id level."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shadow:
+    """``entity`` sets ``key`` but ``by`` (which also sets it) takes its place
+    (:class:`ShadowKind` says for whom)."""
+
+    entity: Entity
+    key: str
+    by: Entity
+    kind: ShadowKind
+
+
+_USER_DEFAULT = Entity(((USER, None),))
+_BOTH_DEFAULT = Entity(((USER, None), (CLIENT_ID, None)))
+
+
+def shadows(index: QuotaIndex) -> tuple[Shadow, ...]:
+    """Every entity of ``index`` that the configuration itself keeps from
+    applying, per key, provable from the configuration alone (whatever the
+    principals' names): see :class:`ShadowKind`. Sorted by entity, then key.
+
+    The proof is the broker's two steps (:func:`resolve`): with
+    ``{user=<default>}`` (level 6) setting a key, every principal matches a
+    user level, so step 1 tags it with the user and step 2 never reaches
+    levels 7-8; ``{user=<default>, client-id=<default>}`` (level 5) does the
+    same for every principal with a client id, and one without cannot match
+    levels 7-8 at all; ``{user=<default>, client-id=c}`` (level 4) does it for
+    every principal with client id ``c``. A ``<default>`` client-id level (2 or 5) catches every
+    connection with a client id before the user-only level below it (3 or 6).
+    """
+    found: list[Shadow] = []
+    for key in QUOTA_KEYS:
+        entities = index.entities(key)
+        if not entities:
+            continue
+        user_default = _USER_DEFAULT in entities
+        both_default = _BOTH_DEFAULT in entities
+        if user_default or both_default:
+            by = _USER_DEFAULT if user_default else _BOTH_DEFAULT
+            for number in (7, 8):
+                found += [Shadow(e, key, by, ShadowKind.NEVER) for e in index.at_level(key, number)]
+        else:
+            for entity in index.at_level(key, 7):
+                same_client = Entity(((USER, None), (CLIENT_ID, entity.name(CLIENT_ID))))
+                if same_client in entities:
+                    found.append(Shadow(entity, key, same_client, ShadowKind.NEVER))
+        if both_default and user_default:
+            found.append(
+                Shadow(_USER_DEFAULT, key, _BOTH_DEFAULT, ShadowKind.ONLY_WITHOUT_CLIENT_ID)
+            )
+        for entity in index.at_level(key, 3):
+            user_client_default = Entity(((USER, entity.name(USER)), (CLIENT_ID, None)))
+            if user_client_default in entities:
+                found.append(
+                    Shadow(entity, key, user_client_default, ShadowKind.ONLY_WITHOUT_CLIENT_ID)
+                )
+    return tuple(sorted(found, key=lambda s: (s.entity.sort_key(), s.key)))
 
 
 def candidates(principal: Principal) -> tuple[tuple[Level, Entity], ...]:
@@ -309,11 +455,26 @@ def candidates(principal: Principal) -> tuple[tuple[Level, Entity], ...]:
     return tuple(found)
 
 
+_Entities = tuple[Entity | None, ...]
+"""Each level's entity for one principal, by level number - 1 (``None``: a
+name the level needs is unknown)."""
+
+
+def _entities(principal: Principal) -> _Entities:
+    names = principal.names()
+    return tuple(level.entity_for(names) for level in ladder_for(principal))
+
+
+def ladder_for(principal: Principal) -> tuple[Level, ...]:
+    """:data:`IP_LEVELS` for an ip principal, else :data:`CLIENT_LEVELS`."""
+    return IP_LEVELS if principal.is_ip else CLIENT_LEVELS
+
+
 def _lookup(
-    index: QuotaIndex, levels: Iterable[Level], names: Mapping[str, str | None], key: str
+    index: QuotaIndex, levels: Iterable[Level], entities: _Entities, key: str
 ) -> tuple[Level, Entity, float] | None:
     for level in levels:
-        entity = level.entity_for(names)
+        entity = entities[level.number - 1]
         if entity is None:
             continue
         value = index.value(entity, key)
@@ -323,7 +484,7 @@ def _lookup(
 
 
 def _client_tags(
-    index: QuotaIndex, principal: Principal, key: str
+    index: QuotaIndex, principal: Principal, key: str, entities: _Entities
 ) -> tuple[str | None, str | None]:
     """Step 1, ``DefaultQuotaCallback.quotaMetricTags``: ``(user tag, client-id tag)``."""
     user, client = principal.user, principal.client_id
@@ -334,8 +495,7 @@ def _client_tags(
         return user, ""
     if mask == {(USER, CLIENT_ID)}:
         return user, client
-    names = principal.names()
-    found = _lookup(index, CLIENT_LEVELS[:6], names, key)
+    found = _lookup(index, CLIENT_LEVELS[:6], entities, key)
     if found is None:
         return "", client
     return (user, client) if CLIENT_ID in found[0].tag_types else (user, "")
@@ -348,7 +508,7 @@ def resolve(index: QuotaIndex, principal: Principal, key: str) -> Resolution:
     the metric tags from the shapes that set the key, then the quota from the
     tags. An unknown name (``None``) is treated as a name no entity names; its
     tag is ``None``. For ip keys: ``{ip=a}``, else ``{ip=<default>}``, else
-    unlimited.
+    unlimited. A few dictionary look-ups, whatever the size of ``index``.
 
     Raises:
         KeyError: ``key`` is not a quota key.
@@ -360,20 +520,24 @@ def resolve(index: QuotaIndex, principal: Principal, key: str) -> Resolution:
         raise ValueError(
             f"{key} does not apply to {'ip' if principal.is_ip else 'client'} principals"
         )
+    return _resolve(index, principal, key, _entities(principal))
+
+
+def _resolve(index: QuotaIndex, principal: Principal, key: str, entities: _Entities) -> Resolution:
     if principal.is_ip:
-        found = _lookup(index, IP_LEVELS, principal.names(), key)
+        found = _lookup(index, IP_LEVELS, entities, key)
         tags = MetricTags(user="", client_id="", ip=principal.ip)
         if found is None:
             return Resolution(key, None, None, None, tags, recorded=False)
         level, entity, value = found
         return Resolution(key, value, level, entity, tags)
-    user_tag, client_tag = _client_tags(index, principal, key)
+    user_tag, client_tag = _client_tags(index, principal, key, entities)
     tags = MetricTags(user=user_tag, client_id=client_tag)
     # Step 2, quotaLimit: the look-up order depends on which tags are non-empty
     # (an unknown name is non-empty: some real name stands there).
     order = _BY_TAGS[(user_tag != "", client_tag != "")]
     recorded = bool(index.shapes(key))
-    found = _lookup(index, order, principal.names(), key)
+    found = _lookup(index, order, entities, key)
     if found is None:
         return Resolution(key, None, None, None, tags, recorded=recorded)
     level, entity, value = found
@@ -382,10 +546,12 @@ def resolve(index: QuotaIndex, principal: Principal, key: str) -> Resolution:
 
 def resolve_all(index: QuotaIndex, principal: Principal) -> dict[str, Resolution]:
     """:func:`resolve` for every quota key that applies to ``principal``, in
-    :data:`~quotaform.kafka.keys.QUOTA_KEYS` order."""
+    :data:`~quotaform.kafka.keys.QUOTA_KEYS` order (the principal's level
+    entities are built once for all keys)."""
     wanted = IP if principal.is_ip else USER
+    entities = _entities(principal)
     return {
-        key: resolve(index, principal, key)
+        key: _resolve(index, principal, key, entities)
         for key, spec in QUOTA_KEYS.items()
         if wanted in spec.entity_types
     }

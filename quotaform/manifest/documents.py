@@ -29,6 +29,7 @@ from quotaform.manifest.models import (
     ALL_CLUSTERS,
     ChangeBudgetSpec,
     ManifestDocument,
+    ProbeSpec,
     ProtectEntry,
     QuotaEntry,
     QuotaValues,
@@ -159,6 +160,7 @@ class Document:
     allow_deletes: bool | None = None  # None: not set here
     quotas: list[tuple[int, QuotaEntry]] = field(default_factory=list)
     protect: list[tuple[int, ProtectEntry]] = field(default_factory=list)
+    probes: list[tuple[int, ProbeSpec]] = field(default_factory=list)
     budget: dict[str, float | int] = field(default_factory=dict)  # YAML name -> value
 
     def locate(self, *loc: int | str) -> tuple[int | None, str]:
@@ -229,6 +231,7 @@ def _salvage(doc: Document, plain: dict[Any, Any]) -> None:
     for key, model, target in (
         ("quotas", QuotaEntry, doc.quotas),
         ("protect", ProtectEntry, doc.protect),
+        ("probes", ProbeSpec, doc.probes),
     ):
         raw_list = spec.get(key)
         if isinstance(raw_list, list):
@@ -277,6 +280,7 @@ def _parse_document(
         doc.allow_deletes = model.spec.allow_deletes
     doc.quotas = list(enumerate(model.spec.quotas))
     doc.protect = list(enumerate(model.spec.protect or ()))
+    doc.probes = list(enumerate(model.spec.probes or ()))
     if model.spec.change_budget is not None:
         doc.budget = _budget_values(model.spec.change_budget)
     return doc

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -22,6 +22,7 @@ from typing import Any
 from quotaform.errors import ManifestError, ManifestProblem
 from quotaform.kafka.entity import Entity, shape_from_name, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.resolution import Principal, QuotaIndex, ShadowKind, shadows
 from quotaform.kafka.units import render_raw
 from quotaform.manifest.documents import Document, read_set
 from quotaform.manifest.models import ALL_CLUSTERS, QuotaEntry, ScopeEntry
@@ -29,6 +30,7 @@ from quotaform.plan.state import (
     ChangeBudget,
     DesiredEntity,
     DesiredState,
+    Probe,
     Scope,
     ScopeRule,
     SourceLocation,
@@ -362,6 +364,42 @@ def _protected_entities(
     return protected
 
 
+def _probes(docs: Sequence[Document]) -> list[Probe]:
+    """``spec.probes`` of every document, in order, each principal once (the
+    first declaration is its source)."""
+    seen: dict[Principal, Probe] = {}
+    for doc in docs:
+        for index, spec in doc.probes:
+            principal = spec.to_principal()
+            seen.setdefault(principal, Probe(principal, doc.source("spec", "probes", index)))
+    return list(seen.values())
+
+
+def _shadow_warnings(entities: Mapping[Entity, DesiredEntity]) -> list[ManifestProblem]:
+    """One warning per declared (entity, key) the declared configuration
+    itself keeps from applying (:func:`~quotaform.kafka.resolution.shadows`),
+    naming the entry that takes its place."""
+    found = []
+    index = QuotaIndex({e: d.quotas for e, d in entities.items()})
+    for shadow in shadows(index):
+        here, there = entities[shadow.entity].source, entities[shadow.by].source
+        by = f"{shadow.by.label()} ({there.path}:{there.line})"
+        if shadow.kind is ShadowKind.NEVER:
+            message = (
+                f"{shadow.entity.label()} never applies to anyone for {shadow.key}: {by} "
+                f"sets it too, and every connection has a user (ANONYMOUS at least), so "
+                f"Kafka resolves {shadow.key} at that user level first and never looks up "
+                f"{shadow.entity.label()}"
+            )
+        else:
+            message = (
+                f"{shadow.entity.label()} applies to {shadow.key} only for connections "
+                f"that send no client id: {by} sets it for every connection with one"
+            )
+        found.append(ManifestProblem(here.path, here.line, f"values.{shadow.key}", message))
+    return found
+
+
 def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -> DesiredState:
     """Load, validate and merge manifest files into one :class:`DesiredState`.
 
@@ -433,8 +471,11 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
     judged = scope if scope_known else None
     shared, own = _declared_entities(docs, judged, problems, warnings)
     protected = _protected_entities(docs, (own, shared), judged, problems, warnings)
+    probes = _probes(docs)
     if problems:
         raise ManifestError(problems)
+    merged = {e: _merge(shared.get(e), own.get(e)) for e in {**shared, **own}}
+    warnings += _shadow_warnings(merged)
     _log.info(
         "loaded %d entities for cluster %r in %.3f s",
         len({**shared, **own}),
@@ -445,8 +486,9 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
         cluster=str(name),
         cluster_id=cluster_id if isinstance(cluster_id, str) else None,
         scope=scope,
-        entities=[_merge(shared.get(e), own.get(e)) for e in {**shared, **own}],
+        entities=merged.values(),
         warnings=[str(w) for w in sorted(warnings, key=ManifestProblem.sort_key)],
         protected=protected,
         budget=budget,
+        probes=probes,
     )

@@ -30,6 +30,7 @@ from pydantic_core import InitErrorDetails
 
 from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.keys import QUOTA_KEYS, ValueType
+from quotaform.kafka.resolution import Principal
 from quotaform.kafka.units import parse_quota_value, render_raw, value_pattern
 from quotaform.plan.state import ChangeBudget
 
@@ -42,6 +43,7 @@ __all__ = [
     "EntitySpec",
     "ManifestDocument",
     "Metadata",
+    "ProbeSpec",
     "ProtectEntry",
     "QuotaEntry",
     "QuotaValues",
@@ -299,6 +301,46 @@ class ProtectEntry(BaseModel):
     model_config = _CONFIG
 
     entity: EntitySpec
+
+
+class ProbeSpec(BaseModel):
+    """A client that matters to reviewers: plans and drift reports show what a
+    change does to its effective quotas. A user and/or a client id (a part
+    left out is unknown: the view covers what is certain), or an ip."""
+
+    model_config = ConfigDict(**_CONFIG, json_schema_extra={"minProperties": 1})
+
+    user: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The user principal name, without 'User:' (ANONYMOUS for "
+        "unauthenticated clients).",
+    )
+    client_id: str | None = Field(
+        default=None,
+        alias="client-id",
+        description='The client.id the client sends; "" for a client that sends none.',
+    )
+    ip: str | None = Field(default=None, min_length=1, description="The client's IP address.")
+
+    @field_validator("ip", mode="after")
+    @classmethod
+    def _normalise_ip(cls, value: str | None) -> str | None:
+        return None if value is None else normalise_ip(value)
+
+    @model_validator(mode="after")
+    def _check_parts(self) -> ProbeSpec:
+        if self.ip is not None and (self.user is not None or self.client_id is not None):
+            raise ValueError("a probe is a user and/or client-id, or an ip, not both (KIP-612)")
+        if self.ip is None and self.user is None and self.client_id is None:
+            raise ValueError("a probe needs a user, a client-id, or an ip")
+        return self
+
+    def to_principal(self) -> Principal:
+        """The :class:`~quotaform.kafka.resolution.Principal` the probe stands for."""
+        if self.ip is not None:
+            return Principal(ip=self.ip)
+        return Principal(user=self.user, client_id=self.client_id)
 
 
 class ChangeBudgetSpec(BaseModel):
@@ -579,8 +621,15 @@ class Spec(BaseModel):
         alias="changeBudget",
         description="Limits on what one plan may change (deletes, raised quotas).",
     )
+    probes: list[ProbeSpec] | None = Field(
+        default=None,
+        description="Clients that matter: every plan and drift report shows what it does "
+        "to their effective quotas (value, source entity, quota group), per key.",
+    )
 
-    _no_null = field_validator("scope", "protect", "change_budget", mode="before")(_reject_null)
+    _no_null = field_validator("scope", "protect", "change_budget", "probes", mode="before")(
+        _reject_null
+    )
 
 
 class ManifestDocument(BaseModel):

@@ -45,4 +45,5 @@ def compute_plan(desired: DesiredState, live: LiveState) -> Plan:
         unmanaged_by_shape=dict(live.unmanaged_by_shape),
         rpc_counts=dict(live.rpc_counts),
         warnings=desired.warnings,
+        outside=dict(live.outside),
     )

@@ -12,12 +12,13 @@ shape, never listed or touched. The entries are the plan's own
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from quotaform.plan.diff import compute_plan
+from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
-from quotaform.plan.state import DesiredState, LiveState
+from quotaform.plan.state import DesiredState, LiveState, Probe
 
 __all__ = ["DRIFT_FORMAT_VERSION", "DriftKind", "DriftReport", "compute_drift", "drift_of"]
 
@@ -76,6 +77,9 @@ class DriftReport:
             when unknown.
         rpc_counts: RPCs made to read the live state, by API name.
         warnings: the manifests' warnings (``path:line: field: message``).
+        probes: the declared probes, each with the keys whose effective quota,
+            source or quota group differs between what the manifests declare
+            (``before``) and what the cluster holds (``after``).
 
     In every entry ``before`` is the live value and ``after`` the declared one.
     """
@@ -90,6 +94,7 @@ class DriftReport:
     unmanaged_by_shape: Mapping[str, int] = field(default_factory=dict)
     rpc_counts: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    probes: tuple[ProbeImpact, ...] = ()
 
     @property
     def in_sync(self) -> bool:
@@ -110,9 +115,10 @@ class DriftReport:
         }[kind]
 
 
-def drift_of(plan: Plan) -> DriftReport:
+def drift_of(plan: Plan, probes: Iterable[Probe] = ()) -> DriftReport:
     """The drift a plan would repair: each pending change classified by
-    :meth:`DriftKind.of_action`, no-ops counted as matching."""
+    :meth:`DriftKind.of_action`, no-ops counted as matching; ``probes`` judged
+    declared (the plan's after-state) against live (its before-state)."""
     found: dict[DriftKind, list[EntityChange]] = {kind: [] for kind in DriftKind}
     matching = 0
     for change in plan.changes:
@@ -132,6 +138,7 @@ def drift_of(plan: Plan) -> DriftReport:
         unmanaged_by_shape=dict(plan.unmanaged_by_shape),
         rpc_counts=dict(sorted(plan.rpc_counts.items())),
         warnings=plan.warnings,
+        probes=probe_impacts(probes, plan.after_entries(), plan.before_entries()),
     )
 
 
@@ -139,4 +146,4 @@ def compute_drift(desired: DesiredState, live: LiveState) -> DriftReport:
     """Classify every in-scope entity as changed, missing, unexpected or in
     sync: :func:`drift_of` the plan :func:`~quotaform.plan.diff.compute_plan`
     makes (values compared as float64, keys per entity)."""
-    return drift_of(compute_plan(desired, live))
+    return drift_of(compute_plan(desired, live), desired.probes)

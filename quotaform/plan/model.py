@@ -14,7 +14,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from quotaform.kafka.entity import Entity
+from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.units import same_value
 
 __all__ = [
@@ -165,6 +165,9 @@ class Plan:
             zeros included; empty when only the total is known.
         rpc_counts: RPCs made to read the live state, by API name.
         warnings: the manifests' warnings (``path:line: field: message``).
+        outside: ``{entity: quotas}`` of the live entities outside the scope
+            (left alone; they take part in resolution, so explaining a plan
+            needs them); empty when they were not read.
     """
 
     cluster: str
@@ -174,6 +177,7 @@ class Plan:
     unmanaged_by_shape: Mapping[str, int] = field(default_factory=dict)
     rpc_counts: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    outside: Mapping[Entity, Quotas] = field(default_factory=dict)
 
     @property
     def summary(self) -> PlanSummary:
@@ -197,3 +201,19 @@ class Plan:
         """``{entity: quotas}`` of the scope once the plan is applied (entities
         left without quotas omitted)."""
         return {c.entity: c.after for c in self.changes if c.after}
+
+    @property
+    def sees_whole_cluster(self) -> bool:
+        """Whether every shape was described (so :attr:`outside` holds every
+        live entity outside the scope and :meth:`after_entries` is complete)."""
+        return set(self.unmanaged_by_shape) >= set(SHAPE_NAMES)
+
+    def before_entries(self) -> dict[Entity, Quotas]:
+        """The whole configuration the plan was made from: the scope's live
+        quotas and :attr:`outside`."""
+        return {**self.outside, **{c.entity: c.before for c in self.changes if c.before}}
+
+    def after_entries(self) -> dict[Entity, Quotas]:
+        """The whole configuration once the plan is applied: :meth:`after_state`
+        and :attr:`outside`."""
+        return {**self.outside, **self.after_state()}

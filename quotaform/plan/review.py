@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Fallback, fallback
 from quotaform.kafka.units import same_quotas
+from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.guards import GuardKind, Violation, check_guards
 from quotaform.plan.model import KeyAction, Plan
 from quotaform.plan.state import ChangeBudget, DesiredState
@@ -32,11 +33,14 @@ class PlanReview:
             in plan order.
         violations: every reason to refuse the plan (deletes not allowed,
             protection, the change budget); apply refuses a plan with any.
+        probes: what the plan does to each declared probe (``spec.probes``),
+            in declaration order; an unaffected probe has no keys.
     """
 
     budget: ChangeBudget
     fallbacks: Mapping[tuple[Entity, str], Fallback]
     violations: tuple[Violation, ...] = ()
+    probes: tuple[ProbeImpact, ...] = ()
 
     @property
     def deletes_allowed(self) -> bool:
@@ -60,11 +64,14 @@ def removal_fallbacks(
     plan: Plan, desired: DesiredState, in_scope: Callable[[Entity], bool] | None = None
 ) -> dict[tuple[Entity, str], Fallback]:
     """For every quota key ``plan`` removes: where its clients fall, per
-    :func:`~quotaform.kafka.resolution.fallback` on the state after the plan,
-    with ``in_scope`` (default: the manifests' scope) bounding what is known.
-    Ordered like the plan."""
-    after = plan.after_state()
-    known = in_scope or desired.scope.contains
+    :func:`~quotaform.kafka.resolution.fallback` on the state after the plan.
+    When the plan saw the whole cluster (:attr:`Plan.sees_whole_cluster`)
+    everything is known; otherwise ``in_scope`` (default: the manifests'
+    scope) bounds what is. Ordered like the plan."""
+    if plan.sees_whole_cluster:
+        after, known = plan.after_entries(), None
+    else:
+        after, known = plan.after_state(), in_scope or desired.scope.contains
     return {
         (change.entity, kc.key): fallback(change.entity, kc.key, after, in_scope=known)
         for change in plan.changes
@@ -89,9 +96,9 @@ def review_plan(
             manifests' scope.
 
     Returns:
-        The fallbacks of removed keys and every guard-rail violation
+        The fallbacks of removed keys, every guard-rail violation
         (:func:`~quotaform.plan.guards.check_guards`), deletes that are not
-        allowed included.
+        allowed included, and the impact on the declared probes.
     """
     budget = (flags or ChangeBudget()).over(desired.budget).resolved()
     fallbacks = removal_fallbacks(plan, desired, in_scope)
@@ -99,6 +106,7 @@ def review_plan(
         budget=budget,
         fallbacks=fallbacks,
         violations=tuple(check_guards(plan, desired, budget, fallbacks)),
+        probes=probe_impacts(desired.probes, plan.before_entries(), plan.after_entries()),
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
 from quotaform.kafka.entity import ENTITY_TYPES, SHAPES, Entity, Shape, shape_name
+from quotaform.kafka.resolution import Principal
 
 __all__ = [
     "DEFAULT_MAX_RELAX_FACTOR",
@@ -22,6 +23,7 @@ __all__ = [
     "DesiredEntity",
     "DesiredState",
     "LiveState",
+    "Probe",
     "Scope",
     "ScopeRule",
     "SourceLocation",
@@ -250,6 +252,15 @@ class ChangeBudget:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A principal the manifests declare as mattering (``spec.probes``): plans
+    and drift reports show what a change does to its effective quotas."""
+
+    principal: Principal
+    source: SourceLocation
+
+
 def _no_protection() -> Mapping[Entity, SourceLocation]:
     return MappingProxyType({})
 
@@ -276,6 +287,8 @@ class DesiredState:
             is what keeps an undeclared entity from being deleted.
         budget: the declared change budget (``spec.allowDeletes``,
             ``spec.changeBudget``); flags go over it (:meth:`ChangeBudget.over`).
+        probes: the declared probes (``spec.probes``), in declaration order,
+            each principal once.
     """
 
     cluster: str
@@ -285,6 +298,7 @@ class DesiredState:
     warnings: tuple[str, ...] = ()
     protected: Mapping[Entity, SourceLocation] = field(default_factory=_no_protection)
     budget: ChangeBudget = ChangeBudget()
+    probes: tuple[Probe, ...] = ()
 
     @property
     def allow_deletes(self) -> bool:
@@ -307,6 +321,7 @@ class DesiredState:
         warnings: Iterable[str] = (),
         protected: Mapping[Entity, SourceLocation] | None = None,
         budget: ChangeBudget | None = None,
+        probes: Iterable[Probe] = (),
     ) -> DesiredState:
         """A state with entities sorted and wrapped read-only.
 
@@ -335,6 +350,7 @@ class DesiredState:
                 {e: guarded[e] for e in sorted(guarded, key=Entity.sort_key)}
             ),
             budget=budget or ChangeBudget(),
+            probes=tuple(probes),
         )
 
 
@@ -349,12 +365,16 @@ class LiveState:
             included), in :data:`~quotaform.kafka.entity.SHAPES` order.
         cluster_id: the cluster's id, when the caller knows it.
         rpc_counts: RPCs made to read the state, by API name.
+        outside: ``{entity: {quota key: quota value}}`` of the live entities
+            outside the scope that were described (never changed, but they
+            take part in every client's resolution).
     """
 
     entities: Mapping[Entity, Mapping[str, float]]
     unmanaged_by_shape: Mapping[str, int] = field(default_factory=dict)
     cluster_id: str | None = None
     rpc_counts: Mapping[str, int] = field(default_factory=dict)
+    outside: Mapping[Entity, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def unmanaged(self) -> int:

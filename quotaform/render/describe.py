@@ -9,7 +9,7 @@ from rich.text import Text
 from quotaform.kafka.entity import config_command_label
 from quotaform.kafka.units import format_quota_value, java_double_text
 from quotaform.plan.state import LiveState
-from quotaform.render.text import md_code, md_text
+from quotaform.render.md import md_code, md_text
 
 __all__ = ["render_describe_markdown", "render_describe_text"]
 

@@ -13,7 +13,8 @@ from rich.text import Text
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.drift import DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
-from quotaform.render.text import md_code, md_text
+from quotaform.render.explain import probe_markdown, probe_text
+from quotaform.render.md import md_code, md_text
 
 __all__ = ["drift_summary_line", "render_drift_markdown", "render_drift_text"]
 
@@ -28,6 +29,7 @@ _STYLE = {
     DriftKind.UNEXPECTED: "magenta",
 }
 _NOT_SET = "(not set)"
+_PROBES = "Probes (declared -> live)"
 
 
 def _entities(n: int) -> str:
@@ -115,6 +117,10 @@ def render_drift_text(report: DriftReport) -> Text:
         out.append(f"Warning: {warning}\n", style="bold yellow")
     if report.warnings:
         out.append("\n")
+    if report.probes:
+        for line in probe_text(report.probes, _PROBES):
+            out.append(line + "\n", style="cyan")
+        out.append("\n")
     out.append(drift_summary_line(report) + "\n", style="bold" if report.in_sync else "bold red")
     out.append(_footer(report) + "\n", style="dim")
     return out
@@ -165,5 +171,7 @@ def render_drift_markdown(report: DriftReport) -> str:
             lines += ["| Shape | Entities |", "|---|---|"]
             lines += [f"| {shape} | {n} |" for shape, n in report.unmanaged_by_shape.items()]
             lines.append("")
+    if report.probes:
+        lines += [*probe_markdown(report.probes, _PROBES), ""]
     lines += [f"<sub>{md_text(_footer(report))}</sub>", ""]
     return "\n".join(lines)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from quotaform.plan.multicluster import MultiClusterPlan
-from quotaform.render.text import md_code, md_text, render_markdown, render_text
+from quotaform.render.md import md_code, md_text
+from quotaform.render.text import render_markdown, render_text
 
 __all__ = ["multi_summary_line", "render_multi_markdown", "render_multi_text"]
 

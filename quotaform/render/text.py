@@ -3,17 +3,17 @@ markdown for a pull request."""
 
 from __future__ import annotations
 
-import html
-
 from rich.text import Text
 
 from quotaform.kafka.entity import escape_unprintable, quote_name
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.review import PlanReview
+from quotaform.render.explain import probe_markdown, probe_text
+from quotaform.render.md import md_code, md_text
 from quotaform.render.words import fallback_text, missing_permissions, violation_line
 
-__all__ = ["md_code", "md_text", "refusal_line", "render_markdown", "render_text", "summary_line"]
+__all__ = ["refusal_line", "render_markdown", "render_text", "summary_line"]
 
 _STYLE = {
     Action.CREATE: "green",
@@ -112,27 +112,15 @@ def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
         for violation in review.violations:
             out.append(f"  ! {violation_line(violation)}\n", style="red")
         out.append("\n")
+    if review is not None and review.probes:
+        for line in probe_text(review.probes):
+            out.append(escape_unprintable(line) + "\n", style="cyan")
+        out.append("\n")
     if not pending:
         out.append(f"{where}: ", style="bold")
     out.append(summary_line(plan) + "\n", style="bold")
     out.append(_footer(plan) + "\n", style="dim")
     return out
-
-
-def md_text(text: str) -> str:
-    """``text`` for GitHub markdown outside a code span: ``<`` ``>`` ``&`` as
-    entities (``<default>`` would vanish as an HTML tag), ``|`` escaped (table
-    cells), one line, unprintable characters escaped."""
-    escaped = html.escape(escape_unprintable(text), quote=False)
-    return escaped.replace("|", "\\|").replace("\n", " ")
-
-
-def md_code(text: str) -> str:
-    """``text`` as a code span (backticks inside doubled; ``|`` escaped for tables)."""
-    body = escape_unprintable(text).replace("|", "\\|")
-    fence = "``" if "`" in body else "`"
-    pad = " " if body.startswith("`") or body.endswith("`") else ""
-    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 #: Plans with more entity changes than this fold their table into <details>.
@@ -192,5 +180,7 @@ def render_markdown(plan: Plan, review: PlanReview | None = None) -> str:
         else:
             lines += table
         lines.append("")
+    if review is not None and review.probes:
+        lines += [*probe_markdown(review.probes), ""]
     lines += [f"<sub>{md_text(_footer(plan))}</sub>", ""]
     return "\n".join(lines)

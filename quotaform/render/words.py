@@ -8,18 +8,24 @@ them through these functions, so the same verdict always reads the same.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity
-from quotaform.kafka.resolution import Fallback
+from quotaform.kafka.resolution import Fallback, Level, MetricTags, Principal, Resolution
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.guards import GuardKind, Violation
 
 __all__ = [
     "ALLOW_FLAGS",
     "allow_flag",
+    "effective_text",
     "fallback_text",
+    "group_text",
+    "level_text",
     "missing_permissions",
+    "principal_text",
+    "tags_text",
     "violation_line",
     "violation_message",
 ]
@@ -145,3 +151,74 @@ def missing_permissions(violations: Sequence[Violation]) -> list[str]:
     manifests)."""
     kinds = {v.kind for v in violations}
     return [flag for kind, flag in ALLOW_FLAGS.items() if kind in kinds and flag is not None]
+
+
+# ------------------------------------------------------------------ explain
+
+
+def principal_text(principal: Principal) -> str:
+    """``user="alice", client-id="app"``, ``user="alice", client-id unknown``,
+    ``client-id=""`` (a client that sends none), ``ip="192.0.2.10"``."""
+    if principal.is_ip:
+        return f"ip={json.dumps(principal.ip)}"
+    parts = []
+    for etype, name in ((USER, principal.user), (CLIENT_ID, principal.client_id)):
+        parts.append(f"{etype} unknown" if name is None else f"{etype}={json.dumps(name)}")
+    return ", ".join(parts)
+
+
+def level_text(level: Level) -> str:
+    """``level 2 {user=U, client-id=<default>}``; ip: ``{ip=A}``."""
+    if IP in level.types:
+        return level.pattern()
+    return f"level {level.number} {level.pattern()}"
+
+
+def effective_text(resolution: Resolution) -> str:
+    """``10MiB from user="alice" (level 3 {user=U})`` or ``unlimited``."""
+    if resolution.value is None or resolution.entity is None or resolution.level is None:
+        return "unlimited"
+    value = format_quota_value(resolution.key, resolution.value)
+    return f"{value} from {resolution.entity.label()} ({level_text(resolution.level)})"
+
+
+def tags_text(tags: MetricTags) -> str:
+    """The quota group's metric tags as the broker sets them: ``user=alice,
+    client-id=app``; empty tags left out, unknown ones as ``?``."""
+    if tags.ip:
+        return f"ip={tags.ip}"
+    shown = [
+        f"{etype}={'?' if value is None else value}"
+        for etype, value in ((USER, tags.user), (CLIENT_ID, tags.client_id))
+        if value != ""
+    ]
+    return ", ".join(shown) or "(no tags)"
+
+
+def group_text(resolution: Resolution) -> str:
+    """Who shares the quota bucket of ``resolution`` on each broker (the
+    quota group its metric tags name)."""
+    if not resolution.recorded:
+        return (
+            "no quota group: no entity sets this key for anyone, so the broker "
+            "keeps no sensor for it"
+        )
+    tags = resolution.tags
+    if tags.ip:
+        return f"one bucket for address {tags.ip} on each broker"
+    user = "the user" if tags.user is None else f"user {json.dumps(tags.user)}"
+    client = (
+        "the client id" if tags.client_id is None else f"client-id {json.dumps(tags.client_id)}"
+    )
+    has_user, has_client = tags.user != "", tags.client_id != ""  # None: set, name unknown
+    if has_user and has_client:
+        where = f"one bucket for {user} with {client} on each broker"
+    elif has_user:
+        where = f"shared by every client id of {user} that resolves here, on each broker"
+    elif has_client:
+        where = f"shared by every user connecting with {client} that resolves here, on each broker"
+    else:
+        where = "shared by every connection without a client id that resolves here"
+    if resolution.unlimited:
+        where += " (unlimited, but recorded)"
+    return where

@@ -91,7 +91,8 @@ class BrokerOptions:
             is on; the first user is a super user, the others have no ACLs.
             The KRaft controller listener stays PLAINTEXT on loopback (its
             ``ANONYMOUS`` principal is a super user so the node can register).
-        jmx_port: a loopback JMX/RMI port for Kafka's metrics (``JmxTool``).
+        jmx_port: a loopback JMX/RMI port for Kafka's metrics (``JmxTool``,
+            :mod:`quotaform.sandbox.jmx`); ``0``: a free one; ``None``: no JMX.
     """
 
     port: int | None = None
@@ -462,6 +463,8 @@ def _launch(
         port, (controller_port,) = options.port, _free_ports(1)
     else:
         port, controller_port = _free_ports(2)
+    if options.jmx_port == 0:
+        options = replace(options, jmx_port=_free_ports(1)[0])
     data_dir = Path(tempfile.mkdtemp(prefix=f"quotaform-sandbox-{name}-"))
     broker: SandboxBroker | None = None
     try:

@@ -1,11 +1,15 @@
 """Java, Maven and the Kafka jars the sandbox broker runs from.
 
-The broker is plain ``kafka_2.13`` from Maven Central plus log4j2, resolved by
+The broker is plain ``kafka_2.13`` from Maven Central plus log4j2, and Kafka's
+``kafka-tools`` jar alone (its own dependencies are the broker's; it brings
+``JmxTool``, ``ProducerPerformance``, ``ConsumerPerformance``), resolved by
 ``mvn dependency:copy-dependencies`` into a per-version cache directory::
 
     <cache>/kafka-<version>/pom.xml
     <cache>/kafka-<version>/libs/*.jar
-    <cache>/kafka-<version>/libs/.complete      # written last, before the rename
+    <cache>/kafka-<version>/libs/.complete      # written last, before the rename;
+                                                # names the set fetched (a cache of an
+                                                # older set is fetched again)
 
 ``<cache>`` is ``$QUOTAFORM_CACHE_DIR``, else ``$XDG_CACHE_HOME/quotaform``, else
 ``~/.cache/quotaform``.
@@ -33,6 +37,7 @@ __all__ = [
     "MIN_JAVA_MAJOR",
     "cache_root",
     "class_data_archive",
+    "complete_marker",
     "ensure_kafka_jars",
     "find_java",
     "find_maven",
@@ -78,6 +83,8 @@ _POM_TEMPLATE = """\
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{kafka}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>{log4j}</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{kafka}</version>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>
   </dependencies>
 </project>
 """
@@ -218,16 +225,15 @@ def ensure_kafka_jars(
         )
     version_dir = (cache_dir or cache_root()) / f"kafka-{version}"
     libs = version_dir / "libs"
-    if (libs / _COMPLETE_MARKER).is_file():
+    pom_text = _pom(version)
+    marker = complete_marker(version)
+    if _marker(libs) == marker:
         return libs
 
     mvn = find_maven()
     version_dir.mkdir(parents=True, exist_ok=True)
     pom = version_dir / "pom.xml"
-    pom.write_text(
-        _POM_TEMPLATE.format(kafka=version, slf4j=_SLF4J_VERSION, log4j=_LOG4J_VERSION),
-        encoding="utf-8",
-    )
+    pom.write_text(pom_text, encoding="utf-8")
     staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=version_dir))
     try:
         _progress(on_progress, f"Fetching Kafka {version} jars from Maven Central ...")
@@ -237,19 +243,42 @@ def ensure_kafka_jars(
                 f"Maven finished but no kafka_2.13 jar landed in {staging}; "
                 f"check org.apache.kafka:kafka_2.13:{version} exists on Maven Central."
             )
-        (staging / _COMPLETE_MARKER).write_text(version + "\n", encoding="utf-8")
-        if libs.exists() and not (libs / _COMPLETE_MARKER).is_file():
-            shutil.rmtree(libs, ignore_errors=True)  # left by something other than us
+        (staging / _COMPLETE_MARKER).write_text(marker, encoding="utf-8")
+        if libs.exists() and _marker(libs) != marker:
+            # Incomplete, or an older set (e.g. before kafka-tools): moved aside
+            # first, so a reader never sees a half-replaced folder.
+            aside = Path(tempfile.mkdtemp(prefix="libs.old-", dir=version_dir))
+            with contextlib.suppress(OSError):
+                libs.rename(aside / "libs")
+            shutil.rmtree(aside, ignore_errors=True)
         try:
             staging.rename(libs)
         except OSError:
             # Another process finished first; its copy is as good as ours.
-            if not (libs / _COMPLETE_MARKER).is_file():
+            if _marker(libs) != marker:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _progress(on_progress, f"Kafka {version} jars cached in {libs}")
     return libs
+
+
+def _pom(version: str) -> str:
+    return _POM_TEMPLATE.format(kafka=version, slf4j=_SLF4J_VERSION, log4j=_LOG4J_VERSION)
+
+
+def complete_marker(version: str) -> str:
+    """The text of ``libs/.complete`` for a complete fetch of ``version``'s
+    current jar set (the version and a hash of the pom naming the set)."""
+    return f"{version} {hashlib.sha256(_pom(version).encode()).hexdigest()[:16]}\n"
+
+
+def _marker(libs: Path) -> str | None:
+    """The completeness marker's text, ``None`` when there is none."""
+    try:
+        return (libs / _COMPLETE_MARKER).read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def _run_maven(mvn: str, pom: Path, output_dir: Path, version: str) -> None:

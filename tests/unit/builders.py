@@ -14,6 +14,7 @@ from quotaform.plan.state import (
     DesiredEntity,
     DesiredState,
     LiveState,
+    Probe,
     Scope,
     ScopeRule,
     SourceLocation,
@@ -39,6 +40,7 @@ def desired_state(
     first_line: int = 1,
     line_step: int = 1,
     warnings: Iterable[str] = (),
+    probes: Iterable[Probe] = (),
 ) -> DesiredState:
     """A desired state declaring ``entities``, each at ``path:line`` with lines
     ``first_line``, ``first_line + line_step``, ... in the given order."""
@@ -59,6 +61,7 @@ def desired_state(
         warnings=warnings,
         protected=protected,
         budget=declared,
+        probes=probes,
     )
 
 
@@ -68,13 +71,15 @@ def live_state(
     cluster_id: str | None = None,
     unmanaged_by_shape: Mapping[str, int] | None = None,
     rpc_counts: Mapping[str, int] | None = None,
+    outside: Quotas | None = None,
 ) -> LiveState:
-    """A live state holding ``entities``."""
+    """A live state holding ``entities`` (and ``outside`` the scope)."""
     return LiveState(
         entities={e: dict(q) for e, q in entities.items()},
         unmanaged_by_shape=dict(unmanaged_by_shape or {}),
         cluster_id=cluster_id,
         rpc_counts=dict(rpc_counts or {}),
+        outside={e: dict(q) for e, q in (outside or {}).items()},
     )
 
 

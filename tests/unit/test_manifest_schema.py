@@ -76,6 +76,7 @@ def test_schema_structure() -> None:
         "QuotaValues",
         "ProtectEntry",
         "ChangeBudgetSpec",
+        "ProbeSpec",
     ):
         assert defs[name]["additionalProperties"] is False, name
         assert defs[name]["description"], name
@@ -90,7 +91,9 @@ def test_schema_structure() -> None:
         "quotas",
         "protect",
         "changeBudget",
+        "probes",
     }
+    assert set(defs["ProbeSpec"]["properties"]) == {"user", "client-id", "ip"}
     assert set(defs["ProtectEntry"]["properties"]) == {"entity"}
     assert set(defs["ChangeBudgetSpec"]["properties"]) == {
         "maxDeletes",

@@ -15,6 +15,7 @@ from quotaform.sandbox import SandboxBroker, SandboxState, broker_status, stop_b
 from quotaform.sandbox.broker import new_cluster_id, start_broker
 from quotaform.sandbox.jars import (
     DEFAULT_KAFKA_VERSION,
+    complete_marker,
     ensure_kafka_jars,
     find_java,
     find_maven,
@@ -70,8 +71,32 @@ def test_failing_maven_reports_its_output_and_the_coordinates(
 def test_warm_cache_needs_no_maven(empty_path: Path, cold_cache: Path) -> None:
     libs = cold_cache / "kafka-9.9.9" / "libs"
     libs.mkdir(parents=True)
-    (libs / ".complete").write_text("9.9.9\n")
+    (libs / ".complete").write_text(complete_marker("9.9.9"))
     assert ensure_kafka_jars("9.9.9") == libs
+
+
+def test_a_cache_of_an_older_jar_set_is_fetched_again(empty_path: Path, cold_cache: Path) -> None:
+    # A cache written before kafka-tools joined the set (its marker is the bare version).
+    old = cold_cache / "kafka-9.9.9" / "libs"
+    old.mkdir(parents=True)
+    (old / ".complete").write_text("9.9.9\n")
+    (old / "kafka_2.13-9.9.9.jar").write_bytes(b"old")
+    _script(
+        empty_path,
+        "mvn",
+        'for a in "$@"; do case "$a" in -DoutputDirectory=*) out="${a#-DoutputDirectory=}";;'
+        " esac; done\n"
+        ': > "$out/kafka_2.13-9.9.9.jar"; : > "$out/kafka-tools-9.9.9.jar"\n',
+    )
+    libs = ensure_kafka_jars("9.9.9")
+    assert sorted(p.name for p in libs.iterdir()) == [
+        ".complete",
+        "kafka-tools-9.9.9.jar",
+        "kafka_2.13-9.9.9.jar",
+    ]
+    assert (libs / ".complete").read_text() == complete_marker("9.9.9")
+    pom = (cold_cache / "kafka-9.9.9" / "pom.xml").read_text()
+    assert "<artifactId>kafka-tools</artifactId>" in pom
 
 
 def test_unfinished_download_is_replaced_not_reused(empty_path: Path, cold_cache: Path) -> None:
@@ -220,7 +245,7 @@ def test_tools_record_a_class_data_archive_or_run_without(
 ) -> None:
     libs = cold_cache / "kafka-9.9.9" / "libs"
     libs.mkdir(parents=True)
-    (libs / ".complete").write_text("9.9.9\n")
+    (libs / ".complete").write_text(complete_marker("9.9.9"))
     if supported:
         record = ': > "${a#-XX:ArchiveClassesAtExit=}"; echo recorded; exit 0'
     else:  # a JDK without a base CDS archive refuses to start with the flag

@@ -1,0 +1,246 @@
+"""The JSON explanation (``explain -o json``); ``schemas/explain.schema.json``
+is generated from :class:`ExplainDocument`.
+
+The contract other tools read (fields are only ever added)::
+
+    {"format_version": 1,
+     "principal": {"user": U, "client-id": C} | {"ip": A},
+     "quotas": {"<quota key>": {"value": number | null,      # null = unlimited
+                                "level": 1-8 | 1-2 (ip) | null,
+                                "entity": {type: name | null} | null,
+                                "metric_tags": {"user": ..., "client-id": ...} | {"ip": ...}}}}
+
+with every quota key that can apply to the principal present. Values are in
+the key's unit (bytes/s, %, mutations/s, connections/s). For ``explain
+--plan`` ``quotas`` is the state after the plan, ``before`` the state before
+it and ``changes`` what moved per key. The same per-key model describes the
+probes of a plan (:mod:`quotaform.formats.plan`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quotaform.kafka.entity import IP, Entity
+from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.metrics import mbean_name
+from quotaform.kafka.resolution import (
+    CLIENT_LEVELS,
+    IP_LEVELS,
+    Level,
+    Match,
+    MetricTags,
+    Principal,
+    Resolution,
+)
+from quotaform.kafka.units import format_quota_value
+from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation
+from quotaform.render.words import group_text
+
+__all__ = [
+    "ExplainDocument",
+    "KeyDoc",
+    "KeyMovesDoc",
+    "explain_document",
+    "key_doc",
+    "key_explanation_from_doc",
+    "moves_doc",
+    "principal_doc",
+    "principal_from_doc",
+    "render_explain_json",
+]
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+
+class MatchDoc(BaseModel):
+    """An entry that matches (or would match) the principal and sets the key."""
+
+    model_config = _FROZEN
+    entity: dict[str, str | None] = Field(description="Entity type -> name; null = default.")
+    level: int
+    level_pattern: str = Field(description="The level, e.g. {user=U, client-id=<default>}.")
+    value: float
+    display: str = Field(description="The value in readable units.")
+
+
+class KeyDoc(BaseModel):
+    """What the principal gets for one quota key."""
+
+    model_config = _FROZEN
+    value: float | None = Field(description="The effective quota value; null = unlimited.")
+    display: str = Field(description='The value in the manifest\'s units, or "unlimited".')
+    unit: str = Field(description="bytes/s, %, mutations/s or connections/s.")
+    level: int | None = Field(
+        description="1-8 (user/client-id) or 1-2 (ip: {ip=A}, {ip=<default>}); null when unlimited."
+    )
+    level_pattern: str | None = Field(description="The level, e.g. {user=U}; null when unlimited.")
+    entity: dict[str, str | None] | None = Field(
+        description="The entry the value comes from (entity type -> name, null = default); "
+        "null when unlimited."
+    )
+    metric_tags: dict[str, str | None] = Field(
+        description='The quota group\'s metric tags: real names, never <default>; "" is an '
+        "empty tag (left out of the metric), null a tag whose name was not given."
+    )
+    mbean: str | None = Field(
+        description="The broker's JMX ObjectName of the quota group; null when a tag is "
+        "unknown or nothing is recorded."
+    )
+    quota_group: str = Field(description="Who shares this quota bucket, in words.")
+    recorded: bool = Field(description="Whether the broker keeps a sensor for it at all.")
+    overridden: list[MatchDoc] = Field(
+        default_factory=list,
+        description="Less specific entries that also match and set the key (--include-overrides).",
+    )
+    variants: list[MatchDoc] = Field(
+        default_factory=list,
+        description="Entries that would apply instead for some value of a name the principal "
+        "leaves unknown.",
+    )
+
+
+class KeyMovesDoc(BaseModel):
+    """What moved for one key between two states."""
+
+    model_config = _FROZEN
+    value_changed: bool
+    source_changed: bool
+    group_changed: bool = Field(description="The quota group (metric tags) changes.")
+
+
+class ExplainDocument(BaseModel):
+    """A quotaform explanation (JSON)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format_version: Literal[1] = Field(description="Version of this format.")
+    principal: dict[str, str | None] = Field(
+        description='{"user": U, "client-id": C} (null: unknown; "" client-id: none sent) '
+        'or {"ip": A}.'
+    )
+    source: str = Field(description="manifests, cluster or plan: what was explained.")
+    cluster: str | None = Field(default=None, description="The cluster's name, when known.")
+    unlimited: bool = Field(description="No entry applies for any key.")
+    quotas: dict[str, KeyDoc] = Field(
+        description="Every quota key that can apply to the principal (after the plan with --plan)."
+    )
+    before: dict[str, KeyDoc] | None = Field(
+        default=None, description="--plan: every key before the plan."
+    )
+    changes: dict[str, KeyMovesDoc] | None = Field(
+        default=None, description="--plan: what moved per key."
+    )
+
+
+def principal_doc(principal: Principal) -> dict[str, str | None]:
+    """The JSON form of a principal (:meth:`Principal.as_dict`)."""
+    return principal.as_dict()
+
+
+def principal_from_doc(doc: Mapping[str, str | None]) -> Principal:
+    """The inverse of :func:`principal_doc`."""
+    if IP in doc:
+        return Principal(ip=doc[IP])
+    return Principal(user=doc.get("user"), client_id=doc.get("client-id"))
+
+
+def key_doc(explained: KeyExplanation) -> KeyDoc:
+    """The JSON model of one key's explanation."""
+    res = explained.resolution
+    key = res.key
+
+    def match_doc(match: Match) -> MatchDoc:
+        return MatchDoc(
+            entity=match.entity.as_dict(),
+            level=match.level.number,
+            level_pattern=match.level.pattern(),
+            value=match.value,
+            display=format_quota_value(key, match.value),
+        )
+
+    return KeyDoc(
+        value=res.value,
+        display="unlimited" if res.value is None else format_quota_value(key, res.value),
+        unit=QUOTA_KEYS[key].unit,
+        level=res.level.number if res.level is not None else None,
+        level_pattern=res.level.pattern() if res.level is not None else None,
+        entity=res.entity.as_dict() if res.entity is not None else None,
+        metric_tags=res.tags.as_dict(),
+        mbean=mbean_name(key, res.tags) if res.recorded else None,
+        quota_group=group_text(res),
+        recorded=res.recorded,
+        overridden=[match_doc(m) for m in explained.overridden],
+        variants=[match_doc(m) for m in explained.variants],
+    )
+
+
+def _level(number: int, ip: bool) -> Level:
+    return (IP_LEVELS if ip else CLIENT_LEVELS)[number - 1]
+
+
+def key_explanation_from_doc(key: str, doc: KeyDoc) -> KeyExplanation:
+    """The inverse of :func:`key_doc` (saved plans decode their probes with it)."""
+    ip = IP in QUOTA_KEYS[key].entity_types
+    tags = doc.metric_tags
+    metric_tags = (
+        MetricTags(user="", client_id="", ip=tags.get(IP))
+        if ip
+        else MetricTags(user=tags.get("user"), client_id=tags.get("client-id"))
+    )
+
+    def match(m: MatchDoc) -> Match:
+        return Match(_level(m.level, ip), Entity.from_mapping(m.entity), m.value)
+
+    resolution = Resolution(
+        key,
+        doc.value,
+        _level(doc.level, ip) if doc.level is not None else None,
+        Entity.from_mapping(doc.entity) if doc.entity is not None else None,
+        metric_tags,
+        recorded=doc.recorded,
+    )
+    return KeyExplanation(
+        resolution,
+        tuple(match(m) for m in doc.overridden),
+        tuple(match(m) for m in doc.variants),
+    )
+
+
+def moves_doc(changed: ChangedKey) -> KeyMovesDoc:
+    """What moved for one key."""
+    return KeyMovesDoc(
+        value_changed=changed.value_changed,
+        source_changed=changed.source_changed,
+        group_changed=changed.group_changed,
+    )
+
+
+def explain_document(
+    explanation: Explanation,
+    *,
+    source: str,
+    cluster: str | None = None,
+    before: Explanation | None = None,
+    changed: tuple[ChangedKey, ...] = (),
+) -> ExplainDocument:
+    """The JSON model of an explanation (with ``before`` and ``changed`` for
+    ``--plan``)."""
+    return ExplainDocument(
+        format_version=1,
+        principal=principal_doc(explanation.principal),
+        source=source,
+        cluster=cluster,
+        unlimited=explanation.unlimited,
+        quotas={k: key_doc(v) for k, v in explanation.keys.items()},
+        before=None if before is None else {k: key_doc(v) for k, v in before.keys.items()},
+        changes=None if before is None else {c.key: moves_doc(c) for c in changed},
+    )
+
+
+def render_explain_json(document: ExplainDocument) -> str:
+    """``document`` as deterministic JSON (2-space indent, trailing newline)."""
+    return json.dumps(document.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"

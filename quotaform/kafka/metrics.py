@@ -1,0 +1,132 @@
+"""How the broker names a quota group in its metrics.
+
+A quota group (:class:`~quotaform.kafka.resolution.MetricTags`) becomes one
+sensor per broker, exposed over JMX as an MBean in ``kafka.server``::
+
+    kafka.server:type=Produce,user=alice,client-id=app     byte-rate, throttle-time
+    kafka.server:type=Fetch,user=alice                     (level 3 or 6: no client-id tag)
+    kafka.server:type=socket-server-metrics,ip=192.0.2.10  connection-accept-rate
+
+Rules (see ``../shared/notes/kafka-quota-metrics.md`` section 1.6 and 3):
+
+* the ``user`` tag is ``Sanitizer.sanitize(name)``: UTF-8 URL-encoding, with
+  ``*`` as ``%2A``, space as ``%20`` and ``~`` as ``%7E``;
+* the ``client-id`` tag is the raw client id;
+* in JMX only, ``JmxReporter.getMBeanName`` passes every tag value through
+  ``Sanitizer.jmxSanitize``: a value with a character outside
+  ``[A-Za-z0-9_-%. \\t]`` is ``ObjectName.quote``-d;
+* empty tags are left out of the name; tag order is user, client-id.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import quote, unquote
+
+from quotaform.kafka.entity import CLIENT_ID, IP, USER
+from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.resolution import MetricTags
+
+__all__ = [
+    "METRICS_DOMAIN",
+    "ip_tag",
+    "jmx_quote",
+    "jmx_sanitize",
+    "jmx_unquote",
+    "mbean_name",
+    "sanitize_user",
+    "unsanitize_user",
+]
+
+#: The JMX domain of the broker's quota sensors.
+METRICS_DOMAIN = "kafka.server"
+
+_JMX_SAFE = re.compile(r"[\w\-%. \t]*", re.ASCII)
+
+
+def sanitize_user(name: str) -> str:
+    """The ``user`` metric tag of a user principal name (``Sanitizer.sanitize``):
+    ``"CN=alice,O=x"`` -> ``"CN%3Dalice%2CO%3Dx"``, ``"a b*"`` -> ``"a%20b%2A"``."""
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def unsanitize_user(tag: str) -> str:
+    """The user principal name of a ``user`` metric tag (URL-decoding)."""
+    return unquote(tag)
+
+
+def ip_tag(address: str) -> str:
+    """The ``ip`` metric tag of an address, as ``InetAddress.getHostAddress``
+    writes it: IPv4 as is, IPv6 in full without leading zeros
+    (``2001:db8::10`` -> ``2001:db8:0:0:0:0:0:10``).
+
+    Raises:
+        ValueError: not an IP address.
+    """
+    parsed = ipaddress.ip_address(address)
+    if isinstance(parsed, ipaddress.IPv4Address):
+        return str(parsed)
+    return ":".join(f"{int(group, 16):x}" for group in parsed.exploded.split(":"))
+
+
+def jmx_quote(value: str) -> str:
+    """``javax.management.ObjectName.quote``: ``app:1,x*y`` -> ``"app:1,x\\*y"``."""
+    escaped = (
+        value.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("*", "\\*")
+        .replace("?", "\\?")
+        .replace("\n", "\\n")
+    )
+    return f'"{escaped}"'
+
+
+def jmx_unquote(value: str) -> str:
+    """The inverse of :func:`jmx_quote` for a quoted value; others unchanged
+    (``ObjectName.unquote``)."""
+    if len(value) < 2 or not (value.startswith('"') and value.endswith('"')):
+        return value
+    out, body, i = [], value[1:-1], 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append("\n" if nxt == "n" else nxt)
+            i += 2
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def jmx_sanitize(value: str) -> str:
+    """``Sanitizer.jmxSanitize``: ``value`` as is when every character is in
+    ``[A-Za-z0-9_-%. \\t]``, else :func:`jmx_quote`-d."""
+    return value if _JMX_SAFE.fullmatch(value) else jmx_quote(value)
+
+
+def mbean_name(key: str, tags: MetricTags) -> str | None:
+    """The JMX ObjectName of the quota group ``tags`` for ``key`` on a broker,
+    e.g. ``kafka.server:type=Produce,user=alice,client-id=app``; ``None`` when
+    a tag is unknown (``None``).
+
+    Raises:
+        KeyError: ``key`` is not a quota key.
+    """
+    spec = QUOTA_KEYS[key]
+    parts = [f"type={spec.sensor}"]
+    if IP in spec.entity_types:
+        if tags.ip is None:
+            return None
+        parts.append(f"ip={jmx_sanitize(ip_tag(tags.ip))}")
+    else:
+        if tags.user is None or tags.client_id is None:
+            return None
+        if tags.user:
+            parts.append(f"{USER}={jmx_sanitize(sanitize_user(tags.user))}")
+        if tags.client_id:
+            parts.append(f"{CLIENT_ID}={jmx_sanitize(tags.client_id)}")
+    return f"{METRICS_DOMAIN}:{','.join(parts)}"

@@ -1,0 +1,233 @@
+"""Renderings of explanations (``quotaform explain``) and of the probe view
+of plans and drift reports: text for a terminal or a log, markdown for a pull
+request (JSON: :mod:`quotaform.formats.explain`). Every sentence comes from
+:mod:`quotaform.render.words`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+
+from quotaform.kafka.resolution import Match, Resolution
+from quotaform.kafka.units import format_quota_value
+from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation, ProbeImpact
+from quotaform.render.md import md_code, md_text
+from quotaform.render.words import (
+    effective_text,
+    group_text,
+    level_text,
+    principal_text,
+    tags_text,
+)
+
+__all__ = [
+    "VARIANTS_SHOWN",
+    "probe_markdown",
+    "probe_text",
+    "render_explain_markdown",
+    "render_explain_text",
+]
+
+#: Entries listed for a name left unknown; the rest are counted.
+VARIANTS_SHOWN = 5
+_KEY_WIDTH = 26
+
+
+def _match_text(key: str, match: Match) -> str:
+    return (
+        f"{match.entity.label()} {format_quota_value(key, match.value)} ({level_text(match.level)})"
+    )
+
+
+def _unknown(explained: KeyExplanation, principal_unknown: Sequence[str]) -> str | None:
+    if not explained.variants:
+        return None
+    key = explained.resolution.key
+    shown = "; ".join(_match_text(key, m) for m in explained.variants[:VARIANTS_SHOWN])
+    more = len(explained.variants) - VARIANTS_SHOWN
+    extra = f"; and {more} more" if more > 0 else ""
+    what = " and ".join(principal_unknown) or "an unknown name"
+    return (
+        f"depends on the {what}: the value above is for names without entries of their "
+        f"own; these entries apply instead to the names they give: {shown}{extra}"
+    )
+
+
+def _group_line(res: Resolution) -> str:
+    return f"quota group {tags_text(res.tags)}: {group_text(res)}"
+
+
+def _key_lines(explanation: Explanation, key: str, explained: KeyExplanation) -> list[str]:
+    unknown = [t for t, n in explanation.principal.as_dict().items() if n is None and t != "ip"]
+    lines = [f"  {key:<{_KEY_WIDTH}}{effective_text(explained.resolution)}"]
+    lines.append(f"  {'':<{_KEY_WIDTH}}{_group_line(explained.resolution)}")
+    for match in explained.overridden:
+        lines.append(f"  {'':<{_KEY_WIDTH}}* overridden: {_match_text(key, match)}")
+    note = _unknown(explained, unknown)
+    if note is not None:
+        lines.append(f"  {'':<{_KEY_WIDTH}}{note}")
+    return lines
+
+
+def _unlimited_sentence(explanation: Explanation) -> str:
+    return (
+        f"No entry applies to {principal_text(explanation.principal)}: every quota key "
+        "is unlimited (nothing throttles it)."
+    )
+
+
+def render_explain_text(
+    explanation: Explanation,
+    *,
+    where: str,
+    before: Explanation | None = None,
+    changed: Sequence[ChangedKey] = (),
+) -> Text:
+    """One principal, every key: value and source (level), quota group, the
+    entries it overrides, what an unknown name changes. With ``before`` (a
+    saved plan): each key before -> after and what moved."""
+    out = Text()
+    out.append(f"quotaform explain: {principal_text(explanation.principal)}", style="bold")
+    out.append(f"  ({where})\n\n")
+    if before is None:
+        if explanation.unlimited:
+            out.append(_unlimited_sentence(explanation) + "\n\n")
+        for key, explained in explanation.keys.items():
+            out.append("\n".join(_key_lines(explanation, key, explained)) + "\n")
+        return out
+    moved = [c for c in changed if c.changed]
+    out.append(
+        f"The plan changes {len(moved)} of {len(changed)} quota key(s) for this client.\n\n"
+        if moved
+        else "The plan changes nothing for this client.\n\n"
+    )
+    for change in changed:
+        out.append("\n".join(_change_lines(change)) + "\n")
+    return out
+
+
+def _change_lines(change: ChangedKey) -> list[str]:
+    was, now = change.before.resolution, change.after.resolution
+    mark = "~" if change.changed else " "
+    if change.value_changed or change.source_changed:
+        head = f"{effective_text(was)} -> {effective_text(now)}"
+    else:
+        head = f"{effective_text(now)} (unchanged)"
+    lines = [f"{mark} {change.key:<{_KEY_WIDTH}}{head}"]
+    lines.append(f"  {'':<{_KEY_WIDTH}}{_group_change(change)}")
+    return lines
+
+
+def _group_change(change: ChangedKey) -> str:
+    """``quota group moves: A -> B (who shares B)``, or the group as it stays."""
+    was, now = change.before.resolution, change.after.resolution
+    if not change.group_changed:
+        return _group_line(now)
+    if not was.recorded:
+        return f"new quota group {tags_text(now.tags)}: {group_text(now)}"
+    if not now.recorded:
+        return f"quota group {tags_text(was.tags)} ends: {group_text(now)}"
+    return f"quota group moves: {tags_text(was.tags)} -> {tags_text(now.tags)} ({group_text(now)})"
+
+
+def _group_cell(change: ChangedKey) -> str:
+    was, now = change.before.resolution, change.after.resolution
+    if not change.group_changed:
+        return tags_text(now.tags)
+    if not was.recorded:
+        return f"new: {tags_text(now.tags)}"
+    if not now.recorded:
+        return f"ends: {tags_text(was.tags)}"
+    return f"moves: {tags_text(was.tags)} → {tags_text(now.tags)}"
+
+
+def render_explain_markdown(
+    explanation: Explanation,
+    *,
+    where: str,
+    before: Explanation | None = None,
+    changed: Sequence[ChangedKey] = (),
+) -> str:
+    """:func:`render_explain_text` as a GitHub table."""
+    lines = [
+        f"### quotaform explain: {md_text(principal_text(explanation.principal))}",
+        "",
+        md_text(where),
+        "",
+    ]
+    if before is None:
+        if explanation.unlimited:
+            lines += [f"**{md_text(_unlimited_sentence(explanation))}**", ""]
+        lines += ["| Quota key | Effective | Quota group |", "|---|---|---|"]
+        for key, explained in explanation.keys.items():
+            res = explained.resolution
+            extra = "".join(
+                f"<br>* overridden: {md_text(_match_text(key, m))}" for m in explained.overridden
+            )
+            lines.append(
+                f"| {md_code(key)} | {md_text(effective_text(res))}{extra} | "
+                f"{md_text(_group_line(res))} |"
+            )
+        return "\n".join(lines) + "\n"
+    lines += ["| | Quota key | Before | After | Quota group |", "|---|---|---|---|---|"]
+    for change in changed:
+        was, now = change.before.resolution, change.after.resolution
+        group = _group_cell(change)
+        lines.append(
+            f"| {'~' if change.changed else ''} | {md_code(change.key)} | "
+            f"{md_text(effective_text(was))} | {md_text(effective_text(now))} | {md_text(group)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ probes
+
+
+def _probe_summary(impacts: Sequence[ProbeImpact], heading: str) -> str:
+    hit = sum(1 for i in impacts if i.affected)
+    if not hit:
+        return f"{heading}: none of the {len(impacts)} declared probe(s) is affected."
+    return f"{heading}: {hit} of {len(impacts)} declared probe(s) affected."
+
+
+def probe_text(impacts: Sequence[ProbeImpact], heading: str = "Probes") -> list[str]:
+    """The probe view of a plan or drift report as text lines (nothing when
+    no probe is declared): per affected probe and changed key, before ->
+    after with the source of each and whether the quota group moves."""
+    if not impacts:
+        return []
+    lines = [_probe_summary(impacts, heading)]
+    for impact in impacts:
+        if not impact.affected:
+            continue
+        source = impact.probe.source
+        lines.append(f"  {principal_text(impact.probe.principal)}  ({source.path}:{source.line})")
+        for change in impact.keys:
+            lines += [f"    {line}" for line in _change_lines(change)]
+    return lines
+
+
+def probe_markdown(impacts: Sequence[ProbeImpact], heading: str = "Probes") -> list[str]:
+    """:func:`probe_text` as markdown lines: a summary and a table."""
+    if not impacts:
+        return []
+    lines = [f"**{md_text(_probe_summary(impacts, heading))}**"]
+    affected = [i for i in impacts if i.affected]
+    if not affected:
+        return lines
+    lines += [
+        "",
+        "| Probe | Quota key | Before | After | Quota group |",
+        "|---|---|---|---|---|",
+    ]
+    for impact in affected:
+        for change in impact.keys:
+            was, now = change.before.resolution, change.after.resolution
+            group = _group_cell(change) if change.group_changed else "unchanged"
+            lines.append(
+                f"| {md_text(principal_text(impact.probe.principal))} | {md_code(change.key)} | "
+                f"{md_text(effective_text(was))} | {md_text(effective_text(now))} | "
+                f"{md_text(group)} |"
+            )
+    return lines

@@ -1,0 +1,141 @@
+"""Read a broker's quota metrics over JMX with Kafka's own ``JmxTool``.
+
+The sandbox broker exposes JMX on a loopback port when started with
+``BrokerOptions(jmx_port=...)`` (``quotaform sandbox up --jmx``). Each read runs
+``org.apache.kafka.tools.JmxTool --one-time true --report-format tsv`` from
+the ``kafka-tools`` jar (fetched with the broker's jars), about 0.2-0.6 s per
+read: JmxTool resolves its ObjectName patterns once per run, so a fresh run
+per read sees quota groups that appeared since the last one.
+
+Lines look like ``kafka.server:type=Produce,user=ANONYMOUS:byte-rate<TAB>1048576.0``;
+the ``tsv`` format is used because a JMX-quoted client id (``"app:1,x\\*y"``)
+breaks the default CSV header.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from quotaform.errors import SandboxError
+from quotaform.kafka.metrics import jmx_unquote
+from quotaform.sandbox.jars import DEFAULT_KAFKA_VERSION, run_kafka_tool
+
+__all__ = ["JMX_TOOL", "MBeanReading", "jmx_url", "parse_object_name", "read_mbeans"]
+
+log = logging.getLogger(__name__)
+
+#: Kafka's JMX reader (``kafka-jmx.sh``), from the ``kafka-tools`` jar.
+JMX_TOOL = "org.apache.kafka.tools.JmxTool"
+_NO_MATCH = "No matched attributes"
+
+
+def jmx_url(port: int, host: str = "127.0.0.1") -> str:
+    """The JMX service URL of a broker's RMI connector on ``host:port``."""
+    return f"service:jmx:rmi:///jndi/rmi://{host}:{port}/jmxrmi"
+
+
+def parse_object_name(name: str) -> tuple[str, dict[str, str]]:
+    """``kafka.server:type=Produce,client-id="a,b"`` -> ``("kafka.server",
+    {"type": "Produce", "client-id": "a,b"})``: the domain and the key
+    properties, quoted values unquoted (``ObjectName.unquote``).
+
+    Raises:
+        ValueError: no ``domain:`` part, or a property without ``=``.
+    """
+    domain, sep, rest = name.partition(":")
+    if not sep:
+        raise ValueError(f"not an ObjectName: {name!r}")
+    props: dict[str, str] = {}
+    i = 0
+    while i < len(rest):
+        eq = rest.index("=", i)
+        key = rest[i:eq]
+        j = eq + 1
+        if j < len(rest) and rest[j] == '"':
+            j += 1
+            while rest[j] != '"':
+                j += 2 if rest[j] == "\\" else 1
+            j += 1
+            value = jmx_unquote(rest[eq + 1 : j])
+        else:
+            end = rest.find(",", j)
+            j = len(rest) if end < 0 else end
+            value = rest[eq + 1 : j]
+        props[key] = value
+        i = j + 1
+    return domain, props
+
+
+@dataclass(frozen=True, slots=True)
+class MBeanReading:
+    """The attributes read from one MBean.
+
+    Attributes:
+        object_name: as JmxTool printed it.
+        domain: e.g. ``kafka.server``.
+        properties: the key properties, unquoted (``type``, ``user``, ``client-id``, ``ip``).
+        values: attribute -> value (``NaN`` kept: "nothing throttled lately").
+    """
+
+    object_name: str
+    domain: str
+    properties: Mapping[str, str]
+    values: Mapping[str, float] = field(default_factory=dict)
+
+    def get(self, attribute: str) -> float:
+        """The value of ``attribute``, NaN when it was not read."""
+        return self.values.get(attribute, math.nan)
+
+
+def read_mbeans(
+    port: int,
+    patterns: Sequence[str],
+    attributes: Sequence[str],
+    *,
+    version: str = DEFAULT_KAFKA_VERSION,
+    timeout_s: float = 60.0,
+) -> dict[str, MBeanReading]:
+    """Read ``attributes`` of every MBean matching ``patterns`` once.
+
+    Args:
+        port: the broker's loopback JMX port.
+        patterns: ObjectName patterns, e.g. ``kafka.server:type=Produce,*``.
+        attributes: attribute names, e.g. ``byte-rate``, ``throttle-time``.
+
+    Returns:
+        ObjectName (as printed) -> its reading; empty when nothing matches yet
+        (a quota group exists only once a client used it).
+
+    Raises:
+        SandboxError: JmxTool could not run or connect (its stderr tail).
+    """
+    args = ["--jmx-url", jmx_url(port), "--one-time", "true", "--report-format", "tsv"]
+    for pattern in patterns:
+        args += ["--object-name", pattern]
+    args += ["--attributes", ",".join(attributes)]
+    proc = run_kafka_tool(JMX_TOOL, args, version=version, timeout_s=timeout_s)
+    if proc.returncode != 0:
+        if _NO_MATCH in proc.stderr + proc.stdout:
+            return {}
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        raise SandboxError(f"JmxTool on 127.0.0.1:{port} failed (exit {proc.returncode}): {tail}")
+    found: dict[str, dict[str, float]] = {}
+    for line in proc.stdout.splitlines():
+        name, sep, raw = line.rpartition("\t")
+        if not sep or name == "time" or ":" not in name:
+            continue
+        object_name, _, attribute = name.rpartition(":")
+        try:
+            value = float(raw)
+        except ValueError:
+            log.debug("JmxTool: not a number for %s: %r", name, raw)
+            continue
+        found.setdefault(object_name, {})[attribute] = value
+    readings = {}
+    for object_name, values in found.items():
+        domain, props = parse_object_name(object_name)
+        readings[object_name] = MBeanReading(object_name, domain, props, values)
+    return readings

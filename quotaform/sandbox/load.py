@@ -1,0 +1,136 @@
+"""Bounded client traffic against a local broker, for tests, demos and benchmarks.
+
+Real Kafka clients (kafka-python ``KafkaProducer`` / ``KafkaConsumer`` with an
+explicit ``client_id``) so the broker's quota managers see ordinary produce
+and fetch requests. Every run is bounded in time and in bytes, and refuses any
+bootstrap address that is not loopback (127.0.0.0/8, ::1): this module never
+sends traffic off the machine.
+
+kafka-python 3 has no ``buffer_memory``: without a cap, ``send()`` queues
+without bound while the broker throttles. :func:`produce` caps the records in
+flight (waiting on the oldest) so the client tracks what the broker accepts.
+"""
+
+from __future__ import annotations
+
+import collections
+import ipaddress
+import time
+from dataclasses import dataclass
+
+from quotaform.errors import SandboxError
+
+__all__ = ["LoadResult", "check_loopback", "consume", "produce"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What one run moved: records and value bytes, over ``seconds`` of wall time."""
+
+    records: int
+    bytes: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Value bytes per second."""
+        return self.bytes / self.seconds if self.seconds > 0 else 0.0
+
+
+def check_loopback(bootstrap: str) -> None:
+    """Refuse any bootstrap server that is not a loopback address.
+
+    Raises:
+        SandboxError: a host name other than ``localhost`` or a non-loopback IP.
+    """
+    for server in bootstrap.split(","):
+        host = server.rsplit(":", 1)[0].strip("[]")
+        if host == "localhost":
+            continue
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise SandboxError(f"load is only sent to loopback addresses, not to {server!r}")
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    *,
+    client_id: str,
+    seconds: float,
+    max_bytes: int = 256 * 1024 * 1024,
+    record_size: int = 1000,
+    max_in_flight: int = 512,
+) -> LoadResult:
+    """Produce ``record_size``-byte records as fast as the broker lets through,
+    for ``seconds`` or until ``max_bytes`` of values were sent (``acks=1``).
+
+    Raises:
+        SandboxError: a non-loopback bootstrap address.
+    """
+    from kafka import KafkaProducer
+
+    check_loopback(bootstrap)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        acks=1,
+        linger_ms=5,
+        batch_size=64 * 1024,
+    )
+    value = b"q" * record_size
+    pending: collections.deque = collections.deque()
+    sent = 0
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds and sent + record_size <= max_bytes:
+            pending.append(producer.send(topic, value))
+            sent += record_size
+            while len(pending) >= max_in_flight:
+                pending.popleft().get(timeout=60)
+        while pending:
+            pending.popleft().get(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    elapsed = time.monotonic() - start
+    return LoadResult(sent // record_size, sent, elapsed)
+
+
+def consume(
+    bootstrap: str,
+    topic: str,
+    *,
+    client_id: str,
+    seconds: float,
+    max_bytes: int = 256 * 1024 * 1024,
+) -> LoadResult:
+    """Read ``topic`` from the beginning without a group, as fast as the
+    broker lets through, for ``seconds`` or ``max_bytes`` of values.
+
+    Raises:
+        SandboxError: a non-loopback bootstrap address.
+    """
+    from kafka import KafkaConsumer
+
+    check_loopback(bootstrap)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    received = records = 0
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds and received < max_bytes:
+            for batch in consumer.poll(timeout_ms=200).values():
+                records += len(batch)
+                received += sum(len(r.value or b"") for r in batch)
+    finally:
+        consumer.close()
+    return LoadResult(records, received, time.monotonic() - start)

@@ -1,0 +1,262 @@
+"""``explain`` against the broker's own metrics: real kafka-python clients on a
+JMX-enabled sandbox broker (PLAINTEXT, so the user is ``ANONYMOUS``), the
+quota MBeans read with Kafka's JmxTool.
+
+1. Three keys from three levels for one client (the note's section 1.2):
+   ``producer_byte_rate`` from level 1, ``consumer_byte_rate`` from level 6,
+   ``request_percentage`` from level 8. The MBeans carry exactly the tags
+   ``explain`` predicts, and under saturation the measured ``byte-rate`` sits
+   at the quota explain names.
+2. A new quota shape moves the client to a new quota group, as ``explain
+   --plan`` predicted from the saved plan; the new group's rate is the new quota.
+
+Traffic goes to 127.0.0.1 only and is bounded in time and bytes
+(:mod:`quotaform.sandbox.load`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+from typer.testing import CliRunner
+
+from quotaform.cli.app import app
+from quotaform.sandbox import BrokerOptions, SandboxBroker
+from quotaform.sandbox.jmx import read_mbeans
+from quotaform.sandbox.load import LoadResult, consume, produce
+from tests.conftest import sandbox_broker
+
+pytestmark = pytest.mark.broker
+
+KiB = 1024
+runner = CliRunner()
+#: The broker enforces a rate over a ~10-12 s window: produce settles a little
+#: above the quota (throttled bytes stay recorded), fetch a little below.
+TOLERANCE = (0.85, 1.20)
+PATTERNS = [
+    "kafka.server:type=Produce,*",
+    "kafka.server:type=Fetch,*",
+    "kafka.server:type=Request,*",
+]
+ATTRIBUTES = ["byte-rate", "throttle-time", "request-time", "queue-size"]
+
+
+@pytest.fixture(scope="module")
+def jmx_broker() -> Iterator[SandboxBroker]:
+    with sandbox_broker(f"pytest-jmx-{os.getpid()}", options=BrokerOptions(jmx_port=0)) as b:
+        yield b
+
+
+def cli(*args: str) -> str:
+    result = runner.invoke(app, list(args), env={"NO_COLOR": "1"})
+    assert result.exit_code in (0, 2), result.output
+    return result.stdout
+
+
+def write(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "m.yaml").write_text(text, encoding="utf-8")
+    return folder
+
+
+def create_topics(broker: SandboxBroker, *names: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(n, 1, 1) for n in names])
+    finally:
+        admin.close()
+
+
+def in_background(run: Callable[[], LoadResult]) -> tuple[threading.Thread, list[LoadResult]]:
+    out: list[LoadResult] = []
+    thread = threading.Thread(target=lambda: out.append(run()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def rates(broker: SandboxBroker, *, reads: int, every_s: float = 1.0) -> dict[str, list[float]]:
+    """ObjectName -> byte-rate of each of ``reads`` JMX reads (also request-time)."""
+    seen: dict[str, list[float]] = {}
+    for _ in range(reads):
+        start = time.monotonic()
+        for name, reading in read_mbeans(broker.jmx_port or 0, PATTERNS, ATTRIBUTES).items():
+            value = reading.get("byte-rate")
+            if reading.properties.get("type") == "Request":
+                value = reading.get("request-time")
+            seen.setdefault(name, []).append(value)
+        time.sleep(max(0.0, every_s - (time.monotonic() - start)))
+    return seen
+
+
+def within(measured: float, quota: float) -> bool:
+    low, high = TOLERANCE
+    return low * quota <= measured <= high * quota
+
+
+LEVELS = """\
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata: {cluster: jmx}
+spec:
+  scope: [{shape: user}, {shape: client-id}, {shape: user+client-id}]
+  allowDeletes: true
+  quotas:
+    - entity: {user: ANONYMOUS, client-id: qf-app}     # level 1
+      values: {producer_byte_rate: 256KiB}
+    - entity: {user: {default: true}}                  # level 6
+      values: {consumer_byte_rate: 384KiB}
+    - entity: {client-id: {default: true}}             # level 8
+      values: {request_percentage: 400}
+  probes:
+    - {user: ANONYMOUS, client-id: qf-app}
+"""
+
+
+def test_the_broker_uses_the_groups_and_quotas_explain_predicts(
+    jmx_broker: SandboxBroker, tmp_path: Path
+) -> None:
+    bootstrap = jmx_broker.bootstrap
+    manifests = write(tmp_path / "levels", LEVELS)
+    cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve")
+    predicted = json.loads(
+        cli(
+            "explain",
+            "--user",
+            "ANONYMOUS",
+            "--client-id",
+            "qf-app",
+            "-o",
+            "json",
+            "--bootstrap-server",
+            bootstrap,
+        )
+    )["quotas"]
+    assert {k: (v["level"], v["value"]) for k, v in predicted.items()} == {
+        "producer_byte_rate": (1, 256 * KiB),
+        "consumer_byte_rate": (6, 384 * KiB),
+        "request_percentage": (8, 400.0),
+        "controller_mutation_rate": (None, None),
+    }
+    assert predicted["producer_byte_rate"]["metric_tags"] == {
+        "user": "ANONYMOUS",
+        "client-id": "qf-app",
+    }
+    assert predicted["consumer_byte_rate"]["metric_tags"] == {"user": "ANONYMOUS", "client-id": ""}
+    assert predicted["request_percentage"]["metric_tags"] == {"user": "", "client-id": "qf-app"}
+
+    create_topics(jmx_broker, "fill", "load")
+    # The consumer's topic, filled by another client id: producer_byte_rate is
+    # set only on {user, client-id} entities, so qf-fill's group is unlimited.
+    filled = produce(bootstrap, "fill", client_id="qf-fill", seconds=60, max_bytes=12 * 1024 * KiB)
+    assert filled.bytes > 12 * 1024 * KiB - 1000  # in 1.8 s: unlimited, as explained
+    producer, _ = in_background(lambda: produce(bootstrap, "load", client_id="qf-app", seconds=19))
+    consumer, got = in_background(
+        lambda: consume(
+            bootstrap, "fill", client_id="qf-app", seconds=19, max_bytes=11 * 1024 * KiB
+        )
+    )
+    time.sleep(13)  # past the first ~10-12 s window, burst included
+    measured = rates(jmx_broker, reads=5)
+    producer.join(60)
+    consumer.join(60)
+
+    names = {key: predicted[key]["mbean"] for key in predicted if predicted[key]["recorded"]}
+    assert names == {
+        "producer_byte_rate": "kafka.server:type=Produce,user=ANONYMOUS,client-id=qf-app",
+        "consumer_byte_rate": "kafka.server:type=Fetch,user=ANONYMOUS",
+        "request_percentage": "kafka.server:type=Request,client-id=qf-app",
+    }
+    for key, name in names.items():
+        assert name in measured, (key, sorted(measured))
+    # qf-app's traffic is in no other group of these types.
+    assert not [n for n in measured if "qf-app" in n and n not in names.values()]
+    produced = statistics.median(measured[names["producer_byte_rate"]])
+    fetched = statistics.median(measured[names["consumer_byte_rate"]])
+    print(f"\nlevels: produce {produced / (256 * KiB):.1%} fetch {fetched / (384 * KiB):.1%}")
+    assert within(produced, 256 * KiB), (produced, measured[names["producer_byte_rate"]])
+    assert within(fetched, 384 * KiB), (fetched, measured[names["consumer_byte_rate"]])
+    assert got and got[0].bytes > 0
+
+
+MOVE = """\
+apiVersion: quotaform.io/v1
+kind: ClientQuotas
+metadata: {cluster: jmx}
+spec:
+  scope: [{shape: user}, {shape: client-id}, {shape: user+client-id}]
+  allowDeletes: true
+  quotas:
+    - entity: {client-id: {default: true}}             # level 8
+      values: {producer_byte_rate: 256KiB}
+  probes:
+    - {user: ANONYMOUS, client-id: qf-move}
+"""
+ADDED = """\
+    - entity: {user: {default: true}}                  # level 6: a new shape for the key
+      values: {producer_byte_rate: 512KiB}
+"""
+
+
+def test_a_new_shape_moves_the_client_to_the_group_explain_plan_predicted(
+    jmx_broker: SandboxBroker, tmp_path: Path
+) -> None:
+    bootstrap = jmx_broker.bootstrap
+    manifests = write(tmp_path / "move", MOVE)
+    cli(
+        "apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve",
+        "--allow-deletes", "--allow-relax", "--allow-default-removal",
+    )  # fmt: skip
+    create_topics(jmx_broker, "move")
+    produce(bootstrap, "move", client_id="qf-move", seconds=4)
+    before = rates(jmx_broker, reads=1)
+    assert "kafka.server:type=Produce,client-id=qf-move" in before, sorted(before)
+
+    write(manifests, MOVE.replace("  probes:", ADDED + "  probes:"))
+    plan_file = tmp_path / "plan.json"
+    plan_text = cli(
+        "plan", str(manifests), "--bootstrap-server", bootstrap, "--out", str(plan_file)
+    )
+    assert "Probes: 1 of 1 declared probe(s) affected." in plan_text
+    assert "quota group moves: client-id=qf-move -> user=ANONYMOUS" in plan_text
+    explained = json.loads(
+        cli(
+            "explain",
+            "--plan",
+            str(plan_file),
+            "--user",
+            "ANONYMOUS",
+            "--client-id",
+            "qf-move",
+            "-o",
+            "json",
+        )
+    )
+    move = explained["changes"]["producer_byte_rate"]
+    assert (move["group_changed"], move["value_changed"]) == (True, True)
+    was = explained["before"]["producer_byte_rate"]
+    now = explained["quotas"]["producer_byte_rate"]
+    assert (was["level"], was["mbean"]) == (8, "kafka.server:type=Produce,client-id=qf-move")
+    assert (now["level"], now["value"], now["mbean"]) == (
+        6,
+        512 * KiB,
+        "kafka.server:type=Produce,user=ANONYMOUS",
+    )
+
+    cli("apply", str(plan_file), "--bootstrap-server", bootstrap)
+    producer, _ = in_background(lambda: produce(bootstrap, "move", client_id="qf-move", seconds=17))
+    time.sleep(13)
+    measured = rates(jmx_broker, reads=3)
+    producer.join(60)
+    new_group = statistics.median(measured[now["mbean"]])
+    old_group = statistics.median(measured[was["mbean"]])
+    print(f"\nmove: new group {new_group / (512 * KiB):.1%}, old group {old_group:.0f} B/s")
+    assert within(new_group, 512 * KiB), measured[now["mbean"]]
+    assert old_group < 0.1 * 256 * KiB, measured[was["mbean"]]  # decayed: nothing records there
