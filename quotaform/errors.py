@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_SANDBOX_NOT_RUNNING",
     "EXIT_SANDBOX_UNRESPONSIVE",
     "EXIT_STALE_PLAN",
+    "AnalyticsError",
     "ApplyCancelledError",
     "ApplyLockedError",
     "AuthorizationError",
@@ -233,6 +234,12 @@ def _quotas_text(quotas: Mapping[str, float]) -> str:
     if not quotas:
         return "(no quotas)"
     return ", ".join(f"{k}={format_quota_value(k, v)}" for k, v in sorted(quotas.items()))
+
+
+class AnalyticsError(QuotaformError):
+    """Bad input to the fleet analytics (a usage or configuration file, an
+    option), or an engine that cannot run (no Java for Spark): the message
+    names the file and the row or field."""
 
 
 class ApplyCancelledError(QuotaformError):

@@ -20,6 +20,7 @@ from quotaform.kafka.entity import CLIENT_ID, IP, USER
 __all__ = [
     "INT_MAX",
     "LONG_MAX",
+    "METRICS",
     "QUOTA_KEYS",
     "KeySpec",
     "ValueType",
@@ -61,6 +62,11 @@ class KeySpec:
             ``QuotaType`` / ``ConnectionQuotas``.
         metric: the MBean attribute holding the measured usage (``byte-rate``,
             ``request-time``, ``mutation-rate``, ``connection-accept-rate``).
+        usage_metric: the name of that usage in quotaform's usage table
+            (``produce-byte-rate``, ...; ``schemas/usage.schema.json``).
+        throttle_metric: the usage table's name of the group's ``throttle-time``
+            (``produce-throttle-time``, ...); ``None`` for ip keys, whose
+            throttling is recorded per listener, not per address.
     """
 
     key: str
@@ -70,6 +76,8 @@ class KeySpec:
     description: str
     sensor: str = ""
     metric: str = ""
+    usage_metric: str = ""
+    throttle_metric: str | None = None
 
     @property
     def max_value(self) -> int | None:
@@ -112,6 +120,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 f"Produce bandwidth, bytes/s per broker (LONG). {_BYTE_FORMS}",
                 sensor="Produce",
                 metric="byte-rate",
+                usage_metric="produce-byte-rate",
+                throttle_metric="produce-throttle-time",
             ),
             KeySpec(
                 "consumer_byte_rate",
@@ -121,6 +131,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 "Fetch bandwidth, bytes/s per broker (LONG). Same forms as producer_byte_rate.",
                 sensor="Fetch",
                 metric="byte-rate",
+                usage_metric="fetch-byte-rate",
+                throttle_metric="fetch-throttle-time",
             ),
             KeySpec(
                 "request_percentage",
@@ -131,6 +143,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 'broker (DOUBLE): 150 or "150%" is 1.5 threads.',
                 sensor="Request",
                 metric="request-time",
+                usage_metric="request-time",
+                throttle_metric="request-throttle-time",
             ),
             KeySpec(
                 "controller_mutation_rate",
@@ -141,6 +155,8 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 "fractions allowed), KIP-599.",
                 sensor="ControllerMutation",
                 metric="mutation-rate",
+                usage_metric="controller-mutation-rate",
+                throttle_metric="controller-mutation-throttle-time",
             ),
             KeySpec(
                 "connection_creation_rate",
@@ -151,8 +167,22 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 "KIP-612. Valid for ip entities only.",
                 sensor="socket-server-metrics",
                 metric="connection-accept-rate",
+                usage_metric="connection-accept-rate",
             ),
         )
+    }
+)
+
+
+#: Usage-table metric name -> ``(quota key, "usage" | "throttle")``.
+METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        **{s.usage_metric: (s.key, "usage") for s in QUOTA_KEYS.values()},
+        **{
+            s.throttle_metric: (s.key, "throttle")
+            for s in QUOTA_KEYS.values()
+            if s.throttle_metric is not None
+        },
     }
 )
 

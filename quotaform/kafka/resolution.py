@@ -48,6 +48,8 @@ from quotaform.kafka.keys import QUOTA_KEYS
 __all__ = [
     "CLIENT_LEVELS",
     "IP_LEVELS",
+    "LOOKUP_BY_TAGS",
+    "TAG_LEVELS",
     "Fallback",
     "Level",
     "Match",
@@ -61,6 +63,7 @@ __all__ = [
     "fallback",
     "level_of",
     "matches",
+    "quota_for_tags",
     "resolve",
     "resolve_all",
     "shadows",
@@ -137,8 +140,11 @@ IP_LEVELS: tuple[Level, ...] = (
     Level(2, ((IP, False),), (IP,)),
 )
 
-# The broker's second step: quota lookup order by which tags are non-empty.
-_BY_TAGS: Mapping[tuple[bool, bool], tuple[Level, ...]] = MappingProxyType(
+#: The broker's second step (``DefaultQuotaCallback.quotaLimit``): the levels
+#: looked up, in order, by which tags of the quota group are non-empty
+#: ``(user tag, client-id tag)``. Every engine (this module, the Spark
+#: transforms) reads this table.
+LOOKUP_BY_TAGS: Mapping[tuple[bool, bool], tuple[Level, ...]] = MappingProxyType(
     {
         (True, True): tuple(CLIENT_LEVELS[i - 1] for i in (1, 2, 4, 5)),
         (True, False): tuple(CLIENT_LEVELS[i - 1] for i in (3, 6)),
@@ -146,6 +152,11 @@ _BY_TAGS: Mapping[tuple[bool, bool], tuple[Level, ...]] = MappingProxyType(
         (False, False): (),
     }
 )
+_BY_TAGS = LOOKUP_BY_TAGS
+#: The broker's first step looks for the first EXISTING level among these
+#: (``DefaultQuotaCallback.quotaMetricTags`` in mixed mode).
+TAG_LEVELS: tuple[Level, ...] = CLIENT_LEVELS[:6]
+
 _BY_TEMPLATE: Mapping[tuple[tuple[str, bool], ...], Level] = MappingProxyType(
     {lvl.template: lvl for lvl in (*CLIENT_LEVELS, *IP_LEVELS)}
 )
@@ -495,7 +506,7 @@ def _client_tags(
         return user, ""
     if mask == {(USER, CLIENT_ID)}:
         return user, client
-    found = _lookup(index, CLIENT_LEVELS[:6], entities, key)
+    found = _lookup(index, TAG_LEVELS, entities, key)
     if found is None:
         return "", client
     return (user, client) if CLIENT_ID in found[0].tag_types else (user, "")
@@ -538,6 +549,30 @@ def _resolve(index: QuotaIndex, principal: Principal, key: str, entities: _Entit
     order = _BY_TAGS[(user_tag != "", client_tag != "")]
     recorded = bool(index.shapes(key))
     found = _lookup(index, order, entities, key)
+    if found is None:
+        return Resolution(key, None, None, None, tags, recorded=recorded)
+    level, entity, value = found
+    return Resolution(key, value, level, entity, tags, recorded=recorded)
+
+
+def quota_for_tags(index: QuotaIndex, tags: MetricTags, key: str) -> Resolution:
+    """The quota of an observed quota group: the broker's second step alone,
+    from the group's metric tags (as its metrics carry them, the user
+    URL-decoded), the way ``quotaLimit`` looks it up. What an observed usage
+    series is held to.
+
+    Raises:
+        KeyError: ``key`` is not a quota key.
+    """
+    if IP in QUOTA_KEYS[key].entity_types:
+        principal = Principal(ip=tags.ip or None)
+        return _resolve(index, principal, key, _entities(principal))
+    user, client = tags.user or None, tags.client_id or None
+    principal = Principal(user=user, client_id=client)
+    entities = _entities(principal)
+    order = LOOKUP_BY_TAGS[(user is not None, client is not None)]
+    found = _lookup(index, order, entities, key)
+    recorded = bool(index.shapes(key))
     if found is None:
         return Resolution(key, None, None, None, tags, recorded=recorded)
     level, entity, value = found

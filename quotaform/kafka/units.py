@@ -43,6 +43,7 @@ from quotaform.kafka.keys import QUOTA_KEYS, KeySpec, ValueType
 
 __all__ = [
     "BYTE_UNITS",
+    "FORMAT_UNITS",
     "MAX_VALUE_TEXT",
     "QuotaValueError",
     "byte_unit",
@@ -89,6 +90,9 @@ _BINARY_UNITS = (
     ("KiB", 1024),
 )
 _DECIMAL_UNITS = (("PB", 1000**5), ("TB", 1000**4), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000))
+#: The units :func:`format_quota_value` tries for a byte rate, in order (the
+#: first in which the value reads exactly with at most two decimals wins).
+FORMAT_UNITS: tuple[tuple[str, int], ...] = (*_BINARY_UNITS, *_DECIMAL_UNITS)
 
 # The grammar of value strings, shared by the parser and the JSON Schema
 # patterns (which admit only what validates; the parser also reads a sign, to

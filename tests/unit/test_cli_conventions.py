@@ -413,10 +413,11 @@ def test_set_up_installs_only_the_extras_each_script_needs() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]
     assert not any(d.startswith("pyspark") for d in project["dependencies"] + extras["dev"])
+    assert any(d.startswith("pyspark") for d in extras["spark"])  # only the Spark engine's
     demo = (ROOT / "scripts" / "demo").read_text(encoding="utf-8")
     test = (ROOT / "scripts" / "test").read_text(encoding="utf-8")
     assert "\nbash scripts/bootstrap\n" in demo  # quotaform itself, no extras
-    assert "\nbash scripts/bootstrap dev\n" in test
+    assert "\nbash scripts/bootstrap dev,spark\n" in test  # the tests run the Spark engine
     bootstrap = (ROOT / "scripts" / "bootstrap").read_text(encoding="utf-8")
     assert 'PYTHONWARNINGS="ignore::UserWarning"' in bootstrap  # no setuptools banner
     assert "--quiet -c constraints.txt" not in bootstrap  # pip's progress is shown

@@ -1,0 +1,318 @@
+"""The pure-Python engine of the fleet analytics: explain's resolution
+(:mod:`quotaform.kafka.resolution`) applied to observed quota groups.
+
+Each function takes and returns plain rows (dicts keyed by the contract's
+column names of :mod:`quotaform.analytics.model`), sorted, so its output can
+be compared with the Spark engine's row for row. For small inputs it is the
+faster engine (no JVM to start); ``--engine auto`` picks it below the
+measured crossover.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from quotaform.analytics.model import (
+    DEFAULT_WINDOW_S,
+    PERCENTILES,
+    UsageRow,
+    percentile,
+    predicted_throttle_ms,
+    readable_quota,
+)
+from quotaform.kafka.entity import Entity
+from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.metrics import unsanitize_user
+from quotaform.kafka.resolution import (
+    MetricTags,
+    Principal,
+    QuotaIndex,
+    Resolution,
+    quota_for_tags,
+    resolve,
+    variants,
+)
+from quotaform.kafka.units import format_quota_value
+
+__all__ = [
+    "entity_json",
+    "group_tags",
+    "impact",
+    "recommend",
+    "representative",
+    "tags_after_text",
+    "utilisation",
+]
+
+Row = dict[str, Any]
+_GroupKey = tuple[str, str, str, str, str | None, str]
+
+
+def entity_json(entity: Entity | None) -> str | None:
+    """The source entity as the plan JSON's entity object, as JSON text
+    (``{"user":"alice","client-id":null}``), ``None`` when unlimited."""
+    if entity is None:
+        return None
+    return json.dumps(entity.as_dict(), separators=(",", ":"), ensure_ascii=False)
+
+
+def group_tags(user: str, client_id: str, ip: str | None) -> MetricTags:
+    """The quota group of an observed series: its tags, the user URL-decoded
+    (``Sanitizer.sanitize`` undone) so it compares with configured names."""
+    if ip:
+        return MetricTags(user="", client_id="", ip=ip)
+    return MetricTags(user=unsanitize_user(user) if user else "", client_id=client_id)
+
+
+def representative(tags: MetricTags) -> Principal:
+    """A principal standing for every connection of a group: an empty tag
+    means the group spans every name of that type (unknown, ``None``)."""
+    if tags.ip:
+        return Principal(ip=tags.ip)
+    return Principal(user=tags.user or None, client_id=tags.client_id or None)
+
+
+def _resolution_fields(res: Resolution) -> dict[str, Any]:
+    return {
+        "quota_value": res.value,
+        "level": res.level.number if res.level is not None else None,
+        "entity": entity_json(res.entity),
+    }
+
+
+def utilisation(rows: Iterable[UsageRow], configs: Mapping[str, QuotaIndex]) -> list[Row]:
+    """Per observed (cluster, broker, group, key): the quota the broker holds
+    it to (from the group's tags, :func:`~quotaform.kafka.resolution.quota_for_tags`),
+    usage quantiles (NaN samples left out), ``utilisation_p99``, and from the
+    group's ``throttle-time`` samples the share > 0 and ``censored``.
+
+    Args:
+        rows: usage samples of clusters that ``configs`` has.
+        configs: cluster name -> its quota configuration.
+    """
+    usage: dict[_GroupKey, list[float]] = defaultdict(list)
+    throttle: dict[_GroupKey, list[float]] = defaultdict(list)
+    for row in rows:
+        key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
+        if row.kind == "usage":
+            if not math.isnan(row.value):
+                usage[key].append(row.value)
+            else:
+                usage.setdefault(key, [])
+        else:
+            throttle[key].append(row.value)
+    out = []
+    for key, values in usage.items():
+        cluster, broker, user, client_id, ip, quota_key = key
+        res = quota_for_tags(configs[cluster], group_tags(user, client_id, ip), quota_key)
+        throttles = throttle.get(key, [])
+        over = sum(1 for v in throttles if v > 0)
+        p50, p95, p99 = (percentile(values, p) if values else None for p in PERCENTILES)
+        out.append(
+            {
+                "cluster": cluster,
+                "broker": broker,
+                "user": user,
+                "client_id": client_id,
+                "ip": ip,
+                "quota_key": quota_key,
+                **_resolution_fields(res),
+                "samples": len(values),
+                "p50": p50,
+                "p95": p95,
+                "p99": p99,
+                "max": max(values) if values else None,
+                "utilisation_p99": (
+                    p99 / res.value if p99 is not None and res.value is not None else None
+                ),
+                "throttled_share": over / len(throttles) if throttles else None,
+                "censored": over > 0,
+            }
+        )
+    return sorted(out, key=_group_order)
+
+
+def _group_order(row: Row) -> tuple[Any, ...]:
+    return (
+        row["cluster"],
+        row["broker"],
+        row["user"],
+        row["client_id"],
+        row["ip"] or "",
+        row["quota_key"],
+    )
+
+
+def tags_after_text(res: Resolution) -> str:
+    """The group's tags after a change, ``*`` where they follow each
+    connection's own name (the group divides by it): ``user=alice,client-id=*``."""
+    tags = res.tags
+    if tags.ip:
+        return f"ip={tags.ip}"
+    parts = []
+    for name, value in (("user", tags.user), ("client-id", tags.client_id)):
+        if value is None:
+            parts.append(f"{name}=*")
+        elif value:
+            parts.append(f"{name}={value}")
+    return ",".join(parts)
+
+
+def _group_change(before: MetricTags, after: Resolution, split: bool) -> str:
+    now = after.tags
+    if split or (not before.ip and (now.user is None or now.client_id is None)):
+        return "splits"
+    if before == now:
+        return "none"
+    if not before.ip and (
+        (before.user and not now.user) or (before.client_id and not now.client_id)
+    ):
+        return "merges"
+    return "moves"
+
+
+def impact(
+    util: Sequence[Row],
+    after: Mapping[str, QuotaIndex],
+    *,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> list[Row]:
+    """The rows of ``util`` (made under the configuration before the change)
+    whose effective quota, source or quota group changes under ``after``,
+    with the throttle the broker would give the observed p99.
+
+    ``group_change``: ``none``, ``moves`` (other tags), ``splits`` (the group
+    divides by client id or user: broker metrics cannot split its usage, so
+    the prediction uses the whole group's), ``merges`` (it joins a broader
+    group: the observed p99 of every group merging into the same tags on the
+    broker is summed, an upper bound). Sorted: newly throttled first, then by
+    predicted throttle, then by group.
+    """
+    resolved = []
+    for row in util:
+        tags = group_tags(row["user"], row["client_id"], row["ip"])
+        principal = representative(tags)
+        index = after[row["cluster"]]
+        res = resolve(index, principal, row["quota_key"])
+        split = bool(variants(index, principal, row["quota_key"]))
+        resolved.append((row, tags, res, _group_change(tags, res, split)))
+    merged: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    for row, _, res, _change in resolved:
+        merged[(row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))] += (
+            row["p99"] or 0.0
+        )
+    out = []
+    for row, _tags, res, change in resolved:
+        level_after = res.level.number if res.level is not None else None
+        entity_after = entity_json(res.entity)
+        if (
+            change == "none"
+            and res.value == row["quota_value"]
+            and level_after == row["level"]
+            and entity_after == row["entity"]
+        ):
+            continue
+        key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
+        observed = merged[key] if change == "merges" else (row["p99"] or 0.0)
+        predicted = predicted_throttle_ms(row["quota_key"], observed, res.value, window_s=window_s)
+        out.append(
+            {
+                "cluster": row["cluster"],
+                "broker": row["broker"],
+                "user": row["user"],
+                "client_id": row["client_id"],
+                "ip": row["ip"],
+                "quota_key": row["quota_key"],
+                "quota_before": row["quota_value"],
+                "quota_after": res.value,
+                "level_before": row["level"],
+                "level_after": level_after,
+                "entity_before": row["entity"],
+                "entity_after": entity_after,
+                "group_change": change,
+                "tags_after": tags_after_text(res),
+                "p99": row["p99"],
+                "predicted_throttle_ms": predicted,
+                "throttled_before": bool(row["censored"]),
+                "newly_throttled": predicted > 0 and not row["censored"],
+            }
+        )
+    return sorted(
+        out, key=lambda r: (not r["newly_throttled"], -r["predicted_throttle_ms"], _group_order(r))
+    )
+
+
+def _own_entity(user: str, client_id: str, ip: str | None) -> Entity:
+    """The entity that sets a quota for exactly this group (its tags' shape):
+    adding it keeps the group's tags (see :func:`recommend`)."""
+    if ip:
+        return Entity.of(ip=ip)
+    tags = group_tags(user, client_id, ip)
+    if tags.user and tags.client_id:
+        return Entity.of(user=tags.user, client_id=tags.client_id)
+    if tags.user:
+        return Entity.of(user=tags.user)
+    return Entity.of(client_id=tags.client_id)
+
+
+def recommend(util: Sequence[Row], *, quantile: str = "p99", headroom: float = 1.2) -> list[Row]:
+    """Per observed (cluster, group, key), over every broker: a quota of
+    ``quantile`` x ``headroom`` of the busiest broker, rounded up to readable
+    units (:func:`~quotaform.analytics.model.readable_quota`), for the
+    entity of the group's own shape (so the group keeps its tags).
+
+    A censored group (throttled in the range) was held near its quota: its
+    true demand is unknown, so the recommendation is never below the current
+    quota x ``headroom`` and says so in ``note``.
+    """
+    by_group: dict[tuple[str, str, str, str | None, str], list[Row]] = defaultdict(list)
+    for row in util:
+        by_group[
+            (row["cluster"], row["user"], row["client_id"], row["ip"], row["quota_key"])
+        ].append(row)
+    out = []
+    for (cluster, user, client_id, ip, key), rows in by_group.items():
+        peaks = [r[quantile] for r in rows if r[quantile] is not None]
+        if not peaks:
+            continue
+        peak = max(peaks)
+        quota = rows[0]["quota_value"]
+        censored = any(r["censored"] for r in rows)
+        target = peak * headroom
+        note = None
+        if censored:
+            note = (
+                "throttled in the range: usage was held near the quota and true demand is "
+                "unknown; recommended at least the current quota"
+            )
+            if quota is not None:
+                target = max(target, quota * headroom)
+        recommended = readable_quota(key, target)
+        out.append(
+            {
+                "cluster": cluster,
+                "user": user,
+                "client_id": client_id,
+                "ip": ip,
+                "quota_key": key,
+                "quota_value": quota,
+                "peak_p99": peak,
+                "recommended": recommended,
+                "recommended_text": format_quota_value(key, recommended),
+                "entity": entity_json(_own_entity(user, client_id, ip)),
+                "censored": censored,
+                "note": note,
+            }
+        )
+    return sorted(
+        out, key=lambda r: (r["cluster"], r["user"], r["client_id"], r["ip"] or "", r["quota_key"])
+    )
+
+
+def unit_of(key: str) -> str:
+    """The unit of a quota key's values."""
+    return QUOTA_KEYS[key].unit

@@ -1,0 +1,235 @@
+"""The fleet analytics' tables as data: column contracts, the usage row, and
+the few numeric rules both engines share (percentiles, the predicted throttle,
+readable rounding), written once.
+
+The usage table (``schemas/usage.schema.json``; a fixed contract other tools
+write): one row per (``cluster``, ``broker``, ``timestamp``, ``metric``,
+``user``, ``client_id``, ``ip``) with a ``value``:
+
+* ``metric``: a name of :data:`quotaform.kafka.keys.METRICS`
+  (``produce-byte-rate``, ``fetch-throttle-time``, ``connection-accept-rate``, ...);
+* ``user`` / ``client_id``: the metric's tags exactly as the broker sets them
+  (the user URL-encoded by ``Sanitizer``; ``""`` for an empty tag); ``ip``
+  null except for ``connection-accept-rate``;
+* ``value``: bytes/s, % of a thread, mutations/s, ms or connections/s; NaN
+  allowed (a ``throttle-time`` of NaN: nothing throttled lately).
+
+Output tables keep the column names listed here (a contract other tools
+read); columns are only ever added.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from quotaform.kafka.keys import METRICS, QUOTA_KEYS
+from quotaform.kafka.units import BYTE_UNITS
+
+__all__ = [
+    "COLUMN_TYPES",
+    "DEFAULT_WINDOW_S",
+    "GROUP_COLUMNS",
+    "IMPACT_COLUMNS",
+    "ISO_TIMESTAMP",
+    "PERCENTILES",
+    "RECOMMEND_COLUMNS",
+    "USAGE_COLUMNS",
+    "UTILISATION_COLUMNS",
+    "UsageRow",
+    "percentile",
+    "predicted_throttle_ms",
+    "readable_quota",
+]
+
+#: The usage table's columns, in order.
+USAGE_COLUMNS = ("cluster", "broker", "timestamp", "metric", "user", "client_id", "ip", "value")
+#: What identifies one quota group's series on one broker.
+GROUP_COLUMNS = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
+#: ``analyze utilisation``: one row per observed (group, key) per broker.
+UTILISATION_COLUMNS = (
+    *GROUP_COLUMNS,
+    "quota_value",
+    "level",
+    "entity",
+    "samples",
+    "p50",
+    "p95",
+    "p99",
+    "max",
+    "utilisation_p99",
+    "throttled_share",
+    "censored",
+)
+#: ``analyze impact``: one row per changed (group, key) per broker.
+IMPACT_COLUMNS = (
+    *GROUP_COLUMNS,
+    "quota_before",
+    "quota_after",
+    "level_before",
+    "level_after",
+    "entity_before",
+    "entity_after",
+    "group_change",
+    "tags_after",
+    "p99",
+    "predicted_throttle_ms",
+    "throttled_before",
+    "newly_throttled",
+)
+#: ``analyze recommend``: one row per observed (group, key), all brokers together.
+RECOMMEND_COLUMNS = (
+    "cluster",
+    "user",
+    "client_id",
+    "ip",
+    "quota_key",
+    "quota_value",
+    "peak_p99",
+    "recommended",
+    "recommended_text",
+    "entity",
+    "censored",
+    "note",
+)
+#: What a usage timestamp written as text must look like (ISO-8601, seconds
+#: required; UTC unless an offset is given); both engines check it.
+ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$"
+#: Every column's type, by name (Spark and Arrow types derive from it):
+#: ``string``, ``double``, ``int``, ``long``, ``boolean`` or ``timestamp``.
+COLUMN_TYPES: dict[str, str] = {
+    "cluster": "string",
+    "broker": "string",
+    "timestamp": "timestamp",
+    "metric": "string",
+    "user": "string",
+    "client_id": "string",
+    "ip": "string",
+    "value": "double",
+    "quota_key": "string",
+    "quota_value": "double",
+    "level": "int",
+    "entity": "string",
+    "samples": "long",
+    "p50": "double",
+    "p95": "double",
+    "p99": "double",
+    "max": "double",
+    "utilisation_p99": "double",
+    "throttled_share": "double",
+    "censored": "boolean",
+    "quota_before": "double",
+    "quota_after": "double",
+    "level_before": "int",
+    "level_after": "int",
+    "entity_before": "string",
+    "entity_after": "string",
+    "group_change": "string",
+    "tags_after": "string",
+    "predicted_throttle_ms": "double",
+    "throttled_before": "boolean",
+    "newly_throttled": "boolean",
+    "peak_p99": "double",
+    "recommended": "double",
+    "recommended_text": "string",
+    "note": "string",
+}
+#: The usage quantiles every engine computes (exact, linear interpolation).
+PERCENTILES = (0.5, 0.95, 0.99)
+#: The quota window's length in seconds (``quota.window.num`` 11 x
+#: ``quota.window.size.seconds`` 1): the W of the throttle formula.
+DEFAULT_WINDOW_S = 11.0
+_THROTTLE_CAP_MS = 1000.0  # request_percentage and ip: quota.window.size.seconds x 1000
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One usage sample (see the module docstring)."""
+
+    cluster: str
+    broker: str
+    timestamp: datetime
+    metric: str
+    user: str
+    client_id: str
+    ip: str | None
+    value: float
+
+    @property
+    def quota_key(self) -> str:
+        """The quota key the metric measures (or the throttling of)."""
+        return METRICS[self.metric][0]
+
+    @property
+    def kind(self) -> str:
+        """``usage`` or ``throttle``."""
+        return METRICS[self.metric][1]
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The exact percentile with linear interpolation between closest ranks
+    (position ``p * (n - 1)``), as Spark's ``percentile`` computes it.
+
+    Raises:
+        ValueError: no values.
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    position = p * (len(ordered) - 1)
+    low = math.floor(position)
+    high = math.ceil(position)
+    if low == high:
+        return ordered[low]
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def predicted_throttle_ms(
+    key: str, observed: float, quota: float | None, *, window_s: float = DEFAULT_WINDOW_S
+) -> float:
+    """The throttle time the broker would give a group using ``observed``
+    (its unit per second) under ``quota``: ``round((O - T) / T * W)`` ms when
+    O > T (``QuotaUtils.throttleTime``), 0 otherwise or when unlimited.
+
+    ``request_percentage`` and ``connection_creation_rate`` are capped at
+    ``quota.window.size.seconds`` (1000 ms: ``ClientRequestQuotaManager``,
+    ``ConnectionQuotas``). ``controller_mutation_rate`` is a token bucket
+    (KIP-599): a sustained excess drains the burst of ``T x W`` in ``T x W /
+    (O - T)`` seconds and then throttles by the same formula, which this returns
+    for the steady state.
+    """
+    if quota is None or quota <= 0 or observed <= quota:
+        return 0.0
+    # Java's Math.round: half up (Python's round() would round half to even).
+    throttle = float(math.floor((observed - quota) / quota * window_s * 1000.0 + 0.5))
+    if key in ("request_percentage", "connection_creation_rate"):
+        throttle = min(throttle, _THROTTLE_CAP_MS)
+    return throttle
+
+
+_BINARY = sorted(((n, s) for n, s in BYTE_UNITS.items() if n.endswith("iB")), key=lambda u: -u[1])
+
+
+def readable_quota(key: str, value: float) -> float:
+    """``value`` rounded UP to a number a person writes in a manifest:
+
+    * bytes/s: quarter steps of the largest binary unit it reaches below 10 of
+      it (``1.3MiB`` -> ``1.5MiB``), whole units from 10 (``12MiB``), whole
+      bytes below 1 KiB;
+    * ``request_percentage``: whole %; ``controller_mutation_rate``: tenths;
+      ``connection_creation_rate``: whole connections/s.
+
+    Never below ``value``; at least the smallest step.
+    """
+    spec = QUOTA_KEYS[key]
+    if spec.unit == "bytes/s":
+        for _, size in _BINARY:
+            if value >= size:
+                step = size / 4 if value < 10 * size else size
+                return float(math.ceil(value / step - 1e-9) * step)
+        return float(max(1, math.ceil(value - 1e-9)))
+    if key == "controller_mutation_rate":
+        return max(0.1, math.ceil(value * 10 - 1e-9) / 10)
+    return float(max(1, math.ceil(value - 1e-9)))

@@ -1,0 +1,634 @@
+"""The Spark engine's transforms: pure ``DataFrame -> DataFrame`` functions.
+
+No session, no reads, no writes here (:mod:`quotaform.analytics.spark.job`
+does those). Kafka's resolution rules are not written again: every level, the
+broker's two steps, the tag-based look-up order and the quota-key metrics are
+read from :mod:`quotaform.kafka.resolution` and :mod:`quotaform.kafka.keys`
+and turned into column expressions, so this engine and the Python one
+(:mod:`quotaform.analytics.engine`) answer from the same tables; tests compare
+them row for row.
+
+Inputs:
+
+* a *config* DataFrame (:data:`~quotaform.analytics.spark.schemas.CONFIG_SCHEMA`):
+  one row per (cluster, entity, quota key) with the entity's level on its
+  ladder and its named parts (``n_user``, ``n_client``, ``n_ip``; null for a
+  default or absent part: the level says which);
+* a *usage* DataFrame (:data:`~quotaform.analytics.spark.schemas.USAGE_SCHEMA`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from quotaform.analytics.model import DEFAULT_WINDOW_S, PERCENTILES
+from quotaform.kafka.entity import CLIENT_ID, IP, USER
+from quotaform.kafka.keys import METRICS, QUOTA_KEYS
+from quotaform.kafka.resolution import (
+    CLIENT_LEVELS,
+    IP_LEVELS,
+    LOOKUP_BY_TAGS,
+    TAG_LEVELS,
+)
+from quotaform.kafka.units import BYTE_UNITS, FORMAT_UNITS
+
+__all__ = [
+    "impact",
+    "recommend",
+    "resolve_groups",
+    "utilisation",
+]
+
+_NAME_COLUMNS = {USER: "n_user", CLIENT_ID: "n_client", IP: "n_ip"}
+_LADDERS = {"client": CLIENT_LEVELS, "ip": IP_LEVELS}
+
+
+def _null() -> Column:
+    """A null string (built per call: a Column needs an active SparkContext)."""
+    return F.lit(None).cast("string")
+
+
+# ------------------------------------------------------------------ the level table as columns
+
+
+def _ints(numbers: Sequence[int]) -> Column:
+    return F.array(*[F.lit(n) for n in numbers]).cast("array<int>")
+
+
+def _levels_by_tags(has_user: Column, has_client: Column) -> Column:
+    """The broker's step-2 look-up order (:data:`LOOKUP_BY_TAGS`) per row."""
+    expr: Column | None = None
+    for (user, client), levels in LOOKUP_BY_TAGS.items():
+        cond = (has_user == F.lit(user)) & (has_client == F.lit(client))
+        arr = _ints([lvl.number for lvl in levels])
+        expr = F.when(cond, arr) if expr is None else expr.when(cond, arr)
+    assert expr is not None
+    return expr
+
+
+def _named_at_level(ladder: str, level: Column, etype: str, name: Column) -> Column:
+    """The entity's name of ``etype`` at ``level`` for a principal whose name is
+    ``name``: the name where the level's template names the type, else null
+    (a default or absent part)."""
+    expr = _null()
+    for lvl in _LADDERS[ladder]:
+        if dict(lvl.template).get(etype):
+            expr = F.when(level == lvl.number, name).otherwise(expr)
+    return expr
+
+
+def _needs_name(ladder: str, level: Column, etype: str) -> Column:
+    """Whether ``level``'s template names ``etype`` (so a null name there means unknown)."""
+    numbers = [lvl.number for lvl in _LADDERS[ladder] if dict(lvl.template).get(etype)]
+    return level.isin(numbers) if numbers else F.lit(False)
+
+
+def _first_existing(
+    requests: DataFrame, config: DataFrame, keys: Sequence[str], ladder: str
+) -> DataFrame:
+    """For each distinct request (``keys`` + principal names ``p_user``,
+    ``p_client``, ``p_ip`` + an array ``levels`` in look-up order), the first
+    level whose entity for that principal sets the key in ``config``:
+    ``keys`` + ``found_level``, ``found_value``, ``found_entity`` (nulls when none)."""
+    names = {USER: F.col("p_user"), CLIENT_ID: F.col("p_client"), IP: F.col("p_ip")}
+    exploded = requests.select(
+        *keys, "p_user", "p_client", "p_ip", F.posexplode("levels").alias("pos", "level")
+    )
+    for etype, column in _NAME_COLUMNS.items():
+        exploded = exploded.withColumn(
+            column, _named_at_level(ladder, F.col("level"), etype, names[etype])
+        )
+    unknown = functools.reduce(
+        lambda a, b: a | b,
+        [
+            _needs_name(ladder, F.col("level"), etype) & names[etype].isNull()
+            for etype in _NAME_COLUMNS
+        ],
+    )
+    candidates = exploded.where(~unknown)
+    cfg = F.broadcast(
+        config.where(F.col("ladder") == ladder).select(
+            "cluster",
+            "quota_key",
+            "level",
+            "n_user",
+            "n_client",
+            "n_ip",
+            F.col("value").alias("found_value"),
+            F.col("entity").alias("found_entity"),
+        )
+    ).alias("c")
+    c = candidates.alias("r")
+    joined = c.join(
+        cfg,
+        (F.col("r.cluster") == F.col("c.cluster"))
+        & (F.col("r.quota_key") == F.col("c.quota_key"))
+        & (F.col("r.level") == F.col("c.level"))
+        & F.col("r.n_user").eqNullSafe(F.col("c.n_user"))
+        & F.col("r.n_client").eqNullSafe(F.col("c.n_client"))
+        & F.col("r.n_ip").eqNullSafe(F.col("c.n_ip")),
+    )
+    best = joined.groupBy(
+        *[F.col(f"r.{k}").alias(k) for k in (*keys, "p_user", "p_client", "p_ip")]
+    ).agg(
+        F.min_by(
+            F.struct(
+                F.col("r.level").alias("found_level"),
+                F.col("found_value"),
+                F.col("found_entity"),
+            ),
+            F.col("r.pos"),
+        ).alias("best")
+    )
+    on = [*keys, "p_user", "p_client", "p_ip"]
+    q, b = requests.alias("q"), best.alias("b")
+    return q.join(b, [F.col(f"q.{k}").eqNullSafe(F.col(f"b.{k}")) for k in on], "left").select(
+        *[F.col(f"q.{k}").alias(k) for k in requests.columns],
+        F.col("b.best.found_level").alias("found_level"),
+        F.col("b.best.found_value").alias("found_value"),
+        F.col("b.best.found_entity").alias("found_entity"),
+    )
+
+
+def _decoded_user(user: Column) -> Column:
+    """The user tag with ``Sanitizer.sanitize`` undone (URL-decoding)."""
+    return F.when(user == "", F.lit("")).otherwise(F.url_decode(user))
+
+
+def _is_ip_key() -> Column:
+    ip_keys = [k for k, s in QUOTA_KEYS.items() if IP in s.entity_types]
+    return F.col("quota_key").isin(ip_keys)
+
+
+# ------------------------------------------------------------------ resolve
+
+
+def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
+    """The quota each observed group is held to, from its tags (the broker's
+    step 2, :data:`LOOKUP_BY_TAGS`); ip groups by ``{ip=a}`` then
+    ``{ip=<default>}``.
+
+    Args:
+        groups: ``cluster``, ``user`` (the tag, URL-encoded), ``client_id``,
+            ``ip``, ``quota_key`` (other columns are kept).
+
+    Returns:
+        ``groups`` with ``quota_value`` (null = unlimited), ``level``, ``entity``.
+    """
+    keys = ["cluster", "quota_key", "user", "client_id", "ip"]
+    distinct = groups.select(*keys).distinct()
+    client = (
+        distinct.where(~_is_ip_key())
+        .withColumn(
+            "p_user", F.when(F.col("user") == "", _null()).otherwise(_decoded_user(F.col("user")))
+        )
+        .withColumn(
+            "p_client", F.when(F.col("client_id") == "", _null()).otherwise(F.col("client_id"))
+        )
+        .withColumn("p_ip", _null())
+        .withColumn(
+            "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
+        )
+    )
+    ip = (
+        distinct.where(_is_ip_key())
+        .withColumn("p_user", _null())
+        .withColumn("p_client", _null())
+        .withColumn("p_ip", F.col("ip"))
+        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
+    )
+    found = _first_existing(client, config, keys, "client").unionByName(
+        _first_existing(ip, config, keys, "ip")
+    )
+    resolved = found.select(
+        *keys,
+        F.col("found_value").alias("quota_value"),
+        F.col("found_level").alias("level"),
+        F.col("found_entity").alias("entity"),
+    )
+    g, r = groups.alias("g"), resolved.alias("r")
+    return g.join(r, [F.col(f"g.{k}").eqNullSafe(F.col(f"r.{k}")) for k in keys], "left").select(
+        *[F.col(f"g.{k}").alias(k) for k in groups.columns],
+        F.col("r.quota_value").alias("quota_value"),
+        F.col("r.level").alias("level"),
+        F.col("r.entity").alias("entity"),
+    )
+
+
+# ------------------------------------------------------------------ utilisation
+
+
+def _metric_map(kind: str) -> Column:
+    pairs = [F.lit(x) for m, (key, k) in METRICS.items() if k == kind for x in (m, key)]
+    return F.create_map(*pairs)
+
+
+def utilisation(usage: DataFrame, *, config: DataFrame) -> DataFrame:
+    """Per observed (cluster, broker, group, key): the quota (from the group's
+    tags), exact usage quantiles p50/p95/p99 (NaN samples left out), max,
+    ``utilisation_p99``, and from the group's ``throttle-time`` the share of
+    samples > 0 and ``censored``. The columns of
+    :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`."""
+    group = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
+    with_key = usage.withColumn("usage_key", _metric_map("usage")[F.col("metric")]).withColumn(
+        "throttle_key", _metric_map("throttle")[F.col("metric")]
+    )
+    used = (
+        with_key.where(F.col("usage_key").isNotNull())
+        .withColumn("quota_key", F.col("usage_key"))
+        .groupBy(*group)
+        .agg(
+            F.count(F.when(~F.isnan("value"), 1)).alias("samples"),
+            F.percentile(F.when(~F.isnan("value"), F.col("value")), list(PERCENTILES)).alias("q"),
+            F.max(F.when(~F.isnan("value"), F.col("value"))).alias("max"),
+        )
+        .select(
+            *group,
+            "samples",
+            *[F.col("q")[i].alias(name) for i, name in enumerate(("p50", "p95", "p99"))],
+            "max",
+        )
+    )
+    throttled = (
+        with_key.where(F.col("throttle_key").isNotNull())
+        .withColumn("quota_key", F.col("throttle_key"))
+        .groupBy(*group)
+        .agg(
+            F.count("*").alias("t_samples"),
+            # Spark orders NaN above every number: NaN > 0 must not count.
+            F.count(F.when((F.col("value") > 0) & ~F.isnan("value"), 1)).alias("t_over"),
+        )
+    )
+    u, t = used.alias("u"), throttled.alias("t")
+    joined = u.join(t, [F.col(f"u.{k}").eqNullSafe(F.col(f"t.{k}")) for k in group], "left").select(
+        *[F.col(f"u.{k}").alias(k) for k in (*group, "samples", "p50", "p95", "p99", "max")],
+        F.col("t.t_samples").alias("t_samples"),
+        F.col("t.t_over").alias("t_over"),
+    )
+    resolved = resolve_groups(joined, config=config)
+    return resolved.select(
+        *group,
+        "quota_value",
+        "level",
+        "entity",
+        "samples",
+        "p50",
+        "p95",
+        "p99",
+        "max",
+        (F.col("p99") / F.col("quota_value")).alias("utilisation_p99"),
+        (F.col("t_over") / F.col("t_samples")).alias("throttled_share"),
+        (F.coalesce(F.col("t_over"), F.lit(0)) > 0).alias("censored"),
+    )
+
+
+# ------------------------------------------------------------------ impact
+
+
+def _resolve_principals(requests: DataFrame, config: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """The broker's two steps for principals ``p_user`` / ``p_client`` (null:
+    unknown) of user/client-id keys: ``keys`` + ``tag_user``, ``tag_client``
+    (``""`` empty, null unknown), ``found_level``, ``found_value``, ``found_entity``."""
+    masks = (
+        config.where(F.col("ladder") == "client")
+        .groupBy("cluster", "quota_key")
+        .agg(F.collect_set("shape").alias("mask"))
+    )
+    step1_levels = requests.withColumn("levels", _ints([lvl.number for lvl in TAG_LEVELS]))
+    first = _first_existing(step1_levels, config, keys, "client").alias("f")
+    step1 = first.join(
+        masks.alias("m"),
+        (F.col("f.cluster") == F.col("m.cluster")) & (F.col("f.quota_key") == F.col("m.quota_key")),
+        "left",
+    ).select("f.*", "m.mask")
+    mask = F.coalesce(F.col("mask"), F.array().cast("array<string>"))
+    size = F.size(mask)
+    with_client_tag = {lvl.number for lvl in TAG_LEVELS if CLIENT_ID in lvl.tag_types}
+
+    def only(shape: str) -> Column:
+        return (size == 1) & F.array_contains(mask, shape)
+
+    user_tag = (
+        F.when((size == 0) | only("client-id"), F.lit(""))
+        .when(only("user") | only("user+client-id"), F.col("p_user"))
+        .when(F.col("found_level").isNull(), F.lit(""))
+        .otherwise(F.col("p_user"))
+    )
+    client_tag = (
+        F.when((size == 0) | only("client-id"), F.col("p_client"))
+        .when(only("user"), F.lit(""))
+        .when(only("user+client-id"), F.col("p_client"))
+        .when(F.col("found_level").isNull(), F.col("p_client"))
+        .when(F.col("found_level").isin(sorted(with_client_tag)), F.col("p_client"))
+        .otherwise(F.lit(""))
+    )
+    tagged = step1.select(
+        *keys,
+        "p_user",
+        "p_client",
+        "p_ip",
+        user_tag.alias("tag_user"),
+        client_tag.alias("tag_client"),
+    )
+    step2 = tagged.withColumn(
+        "levels",
+        _levels_by_tags(
+            F.coalesce(F.col("tag_user") != "", F.lit(True)),
+            F.coalesce(F.col("tag_client") != "", F.lit(True)),
+        ),
+    )
+    return _first_existing(step2, config, [*keys, "tag_user", "tag_client"], "client")
+
+
+def _variants(requests: DataFrame, config: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """``keys`` + ``split``: whether an entity that sets the key would match
+    the principal for some value of a name it leaves unknown (null)."""
+    unknown_levels = [
+        lvl.number for lvl in CLIENT_LEVELS if any(named for _, named in lvl.template)
+    ]
+    exploded = requests.select(
+        *keys, "p_user", "p_client", F.explode(_ints(unknown_levels)).alias("level")
+    )
+    names = {USER: F.col("p_user"), CLIENT_ID: F.col("p_client")}
+    depends = functools.reduce(
+        lambda a, b: a | b,
+        [_needs_name("client", F.col("level"), t) & names[t].isNull() for t in names],
+    )
+    exploded = exploded.where(depends)
+    for etype, column in ((USER, "w_user"), (CLIENT_ID, "w_client")):
+        exploded = exploded.withColumn(
+            column, _named_at_level("client", F.col("level"), etype, names[etype])
+        )
+    cfg = F.broadcast(config.where(F.col("ladder") == "client")).alias("c")
+    r = exploded.alias("r")
+    joined = r.join(
+        cfg,
+        (F.col("r.cluster") == F.col("c.cluster"))
+        & (F.col("r.quota_key") == F.col("c.quota_key"))
+        & (F.col("r.level") == F.col("c.level"))
+        & (F.col("r.w_user").isNull() | (F.col("r.w_user") == F.col("c.n_user")))
+        & (F.col("r.w_client").isNull() | (F.col("r.w_client") == F.col("c.n_client"))),
+    )
+    hits = (
+        joined.select(*[F.col(f"r.{k}").alias(k) for k in keys])
+        .distinct()
+        .withColumn("split", F.lit(True))
+    )
+    return hits
+
+
+def _tags_text(tag_user: Column, tag_client: Column, ip: Column) -> Column:
+    def part(name: str, col: Column) -> Column:
+        return (
+            F.when(col.isNull(), F.lit(f"{name}=*"))
+            .when(col == "", _null())
+            .otherwise(F.concat(F.lit(f"{name}="), col))
+        )
+
+    return F.when(ip.isNotNull(), F.concat(F.lit("ip="), ip)).otherwise(
+        F.concat_ws(",", part("user", tag_user), part("client-id", tag_client))
+    )
+
+
+def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDOW_S) -> DataFrame:
+    """:func:`quotaform.analytics.engine.impact` in Spark: the rows of
+    ``util`` whose quota, source or group changes under the configuration
+    ``after``, with the predicted throttle (the columns of
+    :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
+    keys = ["cluster", "quota_key", "user", "client_id", "ip"]
+    groups = util.select(*keys).distinct()
+    client = (
+        groups.where(~_is_ip_key())
+        .withColumn(
+            "p_user", F.when(F.col("user") == "", _null()).otherwise(_decoded_user(F.col("user")))
+        )
+        .withColumn(
+            "p_client", F.when(F.col("client_id") == "", _null()).otherwise(F.col("client_id"))
+        )
+        .withColumn("p_ip", _null())
+    )
+    resolved_client = _resolve_principals(client, after, keys)
+    split = _variants(client, after, keys)
+    rc, sp = resolved_client.alias("rc"), split.alias("sp")
+    resolved_client = rc.join(
+        sp, [F.col(f"rc.{k}").eqNullSafe(F.col(f"sp.{k}")) for k in keys], "left"
+    ).select(
+        *[F.col(f"rc.{k}").alias(k) for k in keys],
+        *[
+            F.col(f"rc.{k}").alias(k)
+            for k in ("tag_user", "tag_client", "found_level", "found_value", "found_entity")
+        ],
+        F.coalesce(F.col("sp.split"), F.lit(False)).alias("split"),
+    )
+    ip_req = (
+        groups.where(_is_ip_key())
+        .withColumn("p_user", _null())
+        .withColumn("p_client", _null())
+        .withColumn("p_ip", F.col("ip"))
+        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
+    )
+    resolved_ip = _first_existing(ip_req, after, keys, "ip").select(
+        *keys,
+        F.lit("").alias("tag_user"),
+        F.lit("").alias("tag_client"),
+        "found_level",
+        "found_value",
+        "found_entity",
+        F.lit(False).alias("split"),
+    )
+    resolved = resolved_client.unionByName(resolved_ip)
+    before_user = F.when(F.col("u.user") == "", F.lit("")).otherwise(_decoded_user(F.col("u.user")))
+    rows = util.alias("u").join(
+        resolved.alias("a"), [F.col(f"u.{k}").eqNullSafe(F.col(f"a.{k}")) for k in keys], "left"
+    )
+    is_ip = F.col("u.ip").isNotNull()
+    change = (
+        F.when(
+            ~is_ip
+            & (F.col("a.split") | F.col("a.tag_user").isNull() | F.col("a.tag_client").isNull()),
+            F.lit("splits"),
+        )
+        .when(
+            is_ip
+            | (
+                (before_user == F.col("a.tag_user"))
+                & (F.col("u.client_id") == F.col("a.tag_client"))
+            ),
+            F.lit("none"),
+        )
+        .when(
+            ((before_user != "") & (F.col("a.tag_user") == ""))
+            | ((F.col("u.client_id") != "") & (F.col("a.tag_client") == "")),
+            F.lit("merges"),
+        )
+        .otherwise(F.lit("moves"))
+    )
+    tags_after = _tags_text(F.col("a.tag_user"), F.col("a.tag_client"), F.col("u.ip"))
+    staged = rows.select(
+        *[
+            F.col(f"u.{k}").alias(k)
+            for k in ("cluster", "broker", "user", "client_id", "ip", "quota_key")
+        ],
+        F.col("u.quota_value").alias("quota_before"),
+        F.col("a.found_value").alias("quota_after"),
+        F.col("u.level").alias("level_before"),
+        F.col("a.found_level").alias("level_after"),
+        F.col("u.entity").alias("entity_before"),
+        F.col("a.found_entity").alias("entity_after"),
+        change.alias("group_change"),
+        tags_after.alias("tags_after"),
+        F.col("u.p99").alias("p99"),
+        F.col("u.censored").alias("throttled_before"),
+    )
+    merged = Window.partitionBy("cluster", "broker", "quota_key", "tags_after")
+    observed = F.when(
+        F.col("group_change") == "merges", F.sum(F.coalesce(F.col("p99"), F.lit(0.0))).over(merged)
+    ).otherwise(F.coalesce(F.col("p99"), F.lit(0.0)))
+    changed = staged.where(
+        (F.col("group_change") != "none")
+        | ~F.col("quota_before").eqNullSafe(F.col("quota_after"))
+        | ~F.col("level_before").eqNullSafe(F.col("level_after"))
+        | ~F.col("entity_before").eqNullSafe(F.col("entity_after"))
+    )
+    # The merged sum runs over every observed group, changed or not.
+    six = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
+    all_rows = staged.withColumn("observed", observed).alias("s")
+    keep = changed.select(*six).alias("k")
+    with_observed = all_rows.join(
+        keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in six], "left_semi"
+    )
+    o, t = F.col("observed"), F.col("quota_after")
+    raw = F.floor((o - t) / t * F.lit(window_s * 1000.0) + F.lit(0.5)).cast("double")
+    capped = F.when(
+        F.col("quota_key").isin("request_percentage", "connection_creation_rate"),
+        F.least(raw, F.lit(1000.0)),
+    ).otherwise(raw)
+    predicted = F.when(t.isNull() | (t <= 0) | (o <= t), F.lit(0.0)).otherwise(capped)
+    return with_observed.select(
+        "cluster",
+        "broker",
+        "user",
+        "client_id",
+        "ip",
+        "quota_key",
+        "quota_before",
+        "quota_after",
+        "level_before",
+        "level_after",
+        "entity_before",
+        "entity_after",
+        "group_change",
+        "tags_after",
+        "p99",
+        predicted.cast("double").alias("predicted_throttle_ms"),
+        "throttled_before",
+        ((predicted > 0) & ~F.col("throttled_before")).alias("newly_throttled"),
+    )
+
+
+# ------------------------------------------------------------------ recommend
+
+_BINARY = sorted(((n, s) for n, s in BYTE_UNITS.items() if n.endswith("iB")), key=lambda u: -u[1])
+
+
+def _readable(key: Column, value: Column) -> Column:
+    """:func:`quotaform.analytics.model.readable_quota` as a column."""
+    eps = F.lit(1e-9)
+    byte_expr = F.greatest(F.lit(1.0), F.ceil(value - eps).cast("double"))
+    for _, size in reversed(_BINARY):  # the largest unit reached wins: built inside out
+        step = F.when(value < 10 * size, F.lit(size / 4)).otherwise(F.lit(float(size)))
+        byte_expr = F.when(value >= size, F.ceil(value / step - eps) * step).otherwise(byte_expr)
+    bytes_keys = [k for k, s in QUOTA_KEYS.items() if s.unit == "bytes/s"]
+    return (
+        F.when(key.isin(bytes_keys), byte_expr)
+        .when(
+            key == "controller_mutation_rate",
+            F.greatest(F.lit(0.1), F.ceil(value * 10 - eps) / 10),
+        )
+        .otherwise(F.greatest(F.lit(1.0), F.ceil(value - eps).cast("double")))
+        .cast("double")
+    )
+
+
+def _plain(value: Column) -> Column:
+    whole = value == F.floor(value)
+    return F.when(whole, F.floor(value).cast("long").cast("string")).otherwise(value.cast("string"))
+
+
+def _readable_text(key: Column, value: Column) -> Column:
+    """``format_quota_value`` of a whole number of bytes/s (the units of
+    :data:`~quotaform.kafka.units.FORMAT_UNITS` in its order), ``%`` or plain."""
+    text = _plain(value)
+    for name, size in reversed(FORMAT_UNITS):
+        hundredths = (value * 100 / size).cast("long")
+        exact = (value >= size) & (F.pmod(value * 100, F.lit(float(size))) == 0)
+        whole = F.floor(hundredths / 100).cast("long").cast("string")
+        frac = F.regexp_replace(
+            F.lpad(F.pmod(hundredths, F.lit(100)).cast("string"), 2, "0"), "0+$", ""
+        )
+        shown = F.when(frac == "", whole).otherwise(F.concat(whole, F.lit("."), frac))
+        text = F.when(exact & (value >= 1000), F.concat(shown, F.lit(name))).otherwise(text)
+    bytes_keys = [k for k, s in QUOTA_KEYS.items() if s.unit == "bytes/s"]
+    return (
+        F.when(key.isin(bytes_keys), text)
+        .when(key == "request_percentage", F.concat(_plain(value), F.lit("%")))
+        .otherwise(_plain(value))
+    )
+
+
+def _own_entity(user: Column, client: Column, ip: Column) -> Column:
+    """The JSON text of the entity of a group's own shape (see the Python engine)."""
+    decoded = _decoded_user(user)
+    opts = {"ignoreNullFields": "false"}
+    return (
+        F.when(ip.isNotNull(), F.to_json(F.struct(ip.alias("ip")), opts))
+        .when(
+            (user != "") & (client != ""),
+            F.to_json(F.struct(decoded.alias("user"), client.alias("client-id")), opts),
+        )
+        .when(user != "", F.to_json(F.struct(decoded.alias("user")), opts))
+        .otherwise(F.to_json(F.struct(client.alias("client-id")), opts))
+    )
+
+
+def recommend(util: DataFrame, *, quantile: str = "p99", headroom: float = 1.2) -> DataFrame:
+    """:func:`quotaform.analytics.engine.recommend` in Spark (the columns of
+    :data:`~quotaform.analytics.model.RECOMMEND_COLUMNS`)."""
+    group = ["cluster", "user", "client_id", "ip", "quota_key"]
+    per_group = (
+        util.where(F.col(quantile).isNotNull())
+        .groupBy(*group)
+        .agg(
+            F.max(quantile).alias("peak_p99"),
+            F.first("quota_value", ignorenulls=True).alias("quota_value"),
+            F.max(F.col("censored").cast("int")).cast("boolean").alias("censored"),
+        )
+    )
+    target = F.col("peak_p99") * F.lit(headroom)
+    target = F.when(
+        F.col("censored") & F.col("quota_value").isNotNull(),
+        F.greatest(target, F.col("quota_value") * F.lit(headroom)),
+    ).otherwise(target)
+    recommended = _readable(F.col("quota_key"), target)
+    note = F.when(
+        F.col("censored"),
+        F.lit(
+            "throttled in the range: usage was held near the quota and true demand is "
+            "unknown; recommended at least the current quota"
+        ),
+    ).otherwise(_null())
+    return per_group.select(
+        *group,
+        "quota_value",
+        "peak_p99",
+        recommended.alias("recommended"),
+        _readable_text(F.col("quota_key"), recommended).alias("recommended_text"),
+        _own_entity(F.col("user"), F.col("client_id"), F.col("ip")).alias("entity"),
+        "censored",
+        note.alias("note"),
+    )

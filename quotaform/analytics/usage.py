@@ -1,0 +1,487 @@
+"""Usage inputs: what users really have, read into the usage table.
+
+* **generic** (the contract of ``schemas/usage.schema.json``): Parquet, CSV
+  or JSON Lines with the columns ``cluster``, ``broker``, ``timestamp`` (UTC;
+  ISO-8601 text in CSV/JSONL), ``metric``, ``user``, ``client_id``, ``ip``,
+  ``value``;
+* **prometheus**: ``query_range`` JSON (matrix) exports of the JMX exporter's
+  quota metrics, in either naming convention (``kafka_server_produce_byte_rate
+  {user, client_id}`` or ``kafka_server_quota_byte_rate{resource, user,
+  clientId}``), streamed series by series (ijson) into JSON Lines, never read
+  as one document; labels map to (cluster, broker) by a configurable
+  :class:`LabelMap`; JMX-quoted label values are unquoted;
+* **jmxtool**: Kafka's ``JmxTool`` CSV (its default output).
+
+Every row is checked (the same rules for both engines, :func:`check_row`); a
+row that fails is counted by reason in :class:`Rejections`, with the first
+examples named by file and row, never dropped silently. Metrics that are not
+quota usage (``queue-size``, ``tokens``) are counted as skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from quotaform.analytics.model import ISO_TIMESTAMP, USAGE_COLUMNS, UsageRow
+from quotaform.errors import AnalyticsError
+from quotaform.kafka.keys import METRICS, QUOTA_KEYS
+from quotaform.kafka.metrics import jmx_unquote
+
+__all__ = [
+    "EXAMPLES_KEPT",
+    "LabelMap",
+    "Rejections",
+    "UsageFormat",
+    "check_row",
+    "detect_format",
+    "jmxtool_rows",
+    "prometheus_rows",
+    "read_usage",
+    "usage_files",
+    "write_jsonl",
+]
+
+#: Rejected rows named individually in reports; the rest are counted.
+EXAMPLES_KEPT = 10
+
+
+class UsageFormat(enum.StrEnum):
+    """How a usage file is laid out (``--usage-format``; ``auto`` detects it)."""
+
+    auto = "auto"
+    generic = "generic"
+    prometheus = "prometheus"
+    jmxtool = "jmxtool"
+
+
+@dataclass
+class Rejections:
+    """Rows that could not be used: counted by reason, the first named."""
+
+    count: int = 0
+    by_reason: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def reject(self, where: str, reason: str) -> None:
+        """Count one rejected row (``where``: ``file:row``)."""
+        self.count += 1
+        self.by_reason[reason.split(":", 1)[0]] += 1
+        if len(self.examples) < EXAMPLES_KEPT:
+            self.examples.append(f"{where}: {reason}")
+
+    def merge(self, other: Rejections) -> None:
+        """Add ``other``'s counts and examples."""
+        self.count += other.count
+        self.by_reason.update(other.by_reason)
+        self.skipped.update(other.skipped)
+        room = EXAMPLES_KEPT - len(self.examples)
+        self.examples += other.examples[: max(room, 0)]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelMap:
+    """Which Prometheus labels name the cluster and the broker.
+
+    Attributes:
+        cluster: the label holding the cluster's name (default ``cluster``).
+        broker: the label holding the broker (default ``instance``).
+        default_cluster: the cluster of series without the cluster label;
+            ``None``: such series are rejected.
+    """
+
+    cluster: str = "cluster"
+    broker: str = "instance"
+    default_cluster: str | None = None
+
+
+# ----------------------------------------------------------------- checking
+
+_ISO = re.compile(ISO_TIMESTAMP)
+
+
+def _timestamp(raw: object) -> datetime | None:
+    if isinstance(raw, datetime):
+        return raw if raw.tzinfo else raw.replace(tzinfo=UTC)
+    if not isinstance(raw, str) or not _ISO.match(raw):
+        return None
+    text = raw.replace(" ", "T", 1)
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _value(raw: object) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return float(raw.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def check_row(record: Mapping[str, Any]) -> UsageRow | str:
+    """A generic usage record as a :class:`UsageRow`, or why it cannot be
+    one (``"field: reason"``). Text (CSV) and typed (JSON Lines, Parquet)
+    values are both accepted; ``user``/``client_id`` missing or null read as
+    empty tags."""
+    for name in ("cluster", "broker"):
+        value = record.get(name)
+        if not isinstance(value, str) or not value:
+            return f"{name}: missing or empty"
+    metric = record.get("metric")
+    if not isinstance(metric, str) or metric not in METRICS:
+        return f"metric: {metric} is not a usage metric"
+    timestamp = _timestamp(record.get("timestamp"))
+    if timestamp is None:
+        return f"timestamp: {record.get('timestamp')!r} is not an ISO-8601 time"
+    value = _value(record.get("value"))
+    if value is None:
+        return f"value: {record.get('value')!r} is not a number"
+    user = record.get("user") or ""
+    client_id = record.get("client_id") or ""
+    if not isinstance(user, str) or not isinstance(client_id, str):
+        return "user: expected text"
+    ip = record.get("ip") or None
+    is_ip = "ip" in QUOTA_KEYS[METRICS[metric][0]].entity_types
+    if is_ip and not isinstance(ip, str):
+        return f"ip: {metric} needs the ip tag"
+    if not is_ip and ip is not None:
+        return f"ip: only connection metrics carry an ip, not {metric}"
+    return UsageRow(
+        cluster=record["cluster"],
+        broker=record["broker"],
+        timestamp=timestamp,
+        metric=metric,
+        user=user,
+        client_id=client_id,
+        ip=ip,
+        value=value,
+    )
+
+
+# ----------------------------------------------------------------- files
+
+
+def usage_files(paths: Sequence[Path]) -> list[Path]:
+    """Files to read: given files, and the data files in given directories
+    (sorted; Parquet, CSV, JSON Lines and JSON).
+
+    Raises:
+        AnalyticsError: a path does not exist, or a directory holds no data file.
+    """
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            members = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and p.suffix in (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
+                and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
+            )
+            if not members:
+                raise AnalyticsError(f"{path}: no usage files (*.parquet, *.csv, *.jsonl, *.json)")
+            found += members
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise AnalyticsError(f"{path}: no such file or directory")
+    return found
+
+
+def detect_format(path: Path) -> UsageFormat:
+    """``prometheus`` for a ``query_range`` JSON document, ``jmxtool`` for a
+    CSV whose header starts with ``"time"``, else ``generic``."""
+    if path.suffix == ".json":
+        return UsageFormat.prometheus
+    if path.suffix == ".csv":
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            if fh.readline().startswith('"time"'):
+                return UsageFormat.jmxtool
+    return UsageFormat.generic
+
+
+def _generic_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
+    """``(file:row, record or why it is unreadable)`` of a generic file."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        for number, record in enumerate(table.to_pylist(), 1):
+            yield f"{path}:{number}", record
+    elif path.suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in USAGE_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise AnalyticsError(
+                    f"{path}:1: header: missing column(s) {', '.join(missing)} "
+                    f"(expected {', '.join(USAGE_COLUMNS)})"
+                )
+            for number, record in enumerate(reader, 2):
+                yield f"{path}:{number}", record
+    else:
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield f"{path}:{number}", f"line: not JSON ({exc.msg})"
+                    continue
+                yield (
+                    f"{path}:{number}",
+                    record if isinstance(record, dict) else "line: not a JSON object",
+                )
+
+
+def read_usage(
+    paths: Sequence[Path],
+    *,
+    fmt: UsageFormat = UsageFormat.auto,
+    labels: LabelMap | None = None,
+    cluster: str | None = None,
+    broker: str | None = None,
+) -> tuple[list[UsageRow], Rejections]:
+    """Every usable row of every file, and what was rejected or skipped.
+
+    Args:
+        fmt: the files' format, or ``auto`` (:func:`detect_format`).
+        labels: Prometheus label mapping.
+        cluster, broker: for JmxTool files (which carry neither).
+
+    Raises:
+        AnalyticsError: a file cannot be read at all (a missing CSV column,
+            not a ``query_range`` document), naming it.
+    """
+    rows: list[UsageRow] = []
+    rejected = Rejections()
+    for path in usage_files(paths):
+        kind = detect_format(path) if fmt is UsageFormat.auto else fmt
+        if kind is UsageFormat.prometheus:
+            records: Iterable[tuple[str, Mapping[str, Any] | str]] = prometheus_rows(
+                path, labels or LabelMap(), rejected
+            )
+        elif kind is UsageFormat.jmxtool:
+            records = jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected)
+        else:
+            records = _generic_records(path)
+        for where, record in records:
+            checked = check_row(record) if not isinstance(record, str) else record
+            if isinstance(checked, str):
+                rejected.reject(where, checked)
+            else:
+                rows.append(checked)
+    return rows, rejected
+
+
+def write_jsonl(records: Iterable[Mapping[str, Any]], out: IO[str]) -> int:
+    """Write generic usage records as JSON Lines (timestamps as ISO-8601 UTC);
+    returns the count."""
+    count = 0
+    for record in records:
+        data = dict(record)
+        ts = data.get("timestamp")
+        if isinstance(ts, datetime):
+            data["timestamp"] = ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        value = data.get("value")
+        if isinstance(value, float) and not math.isfinite(value):
+            data["value"] = (
+                "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+            )
+        out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+# ----------------------------------------------------------------- Prometheus
+
+
+def _prometheus_names() -> dict[str, str]:
+    """Exporter metric name (and ``resource`` for the ``quota_`` form) -> usage metric."""
+    names: dict[str, str] = {}
+    for spec in QUOTA_KEYS.values():
+        sensor = spec.sensor.lower().replace("-", "_")
+        for attribute, metric in (
+            (spec.metric, spec.usage_metric),
+            ("throttle-time", spec.throttle_metric),
+        ):
+            if metric is None:
+                continue
+            attr = attribute.replace("-", "_")
+            names[f"kafka_server_{sensor}_{attr}"] = metric
+            names[f"kafka_server_quota_{attr}|{spec.sensor}"] = metric
+    return names
+
+
+_PROMETHEUS = _prometheus_names()
+
+
+def prometheus_rows(
+    path: Path, labels: LabelMap, skipped: Rejections
+) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
+    """Generic records of a ``query_range`` export, streamed series by series.
+
+    Raises:
+        AnalyticsError: not a ``query_range`` matrix document.
+    """
+    import ijson
+
+    with path.open("rb") as fh:
+        try:
+            status = None
+            for prefix, _event, value in ijson.parse(fh):
+                if prefix == "status":
+                    status = value
+                    break
+                if prefix == "data.resultType" and value != "matrix":
+                    raise AnalyticsError(f"{path}: data.resultType is {value!r}, expected matrix")
+            if status not in (None, "success"):
+                raise AnalyticsError(f"{path}: status is {status!r}, expected success")
+            fh.seek(0)
+            for number, series in enumerate(ijson.items(fh, "data.result.item"), 1):
+                yield from _series_records(path, number, series, labels, skipped)
+        except ijson.JSONError as exc:
+            raise AnalyticsError(f"{path}: not a Prometheus query_range document: {exc}") from None
+
+
+def _series_records(
+    path: Path, number: int, series: Any, labels: LabelMap, skipped: Rejections
+) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
+    where = f"{path}: series {number}"
+    if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
+        yield where, "series: expected {metric, values}"
+        return
+    tags = series["metric"]
+    name = str(tags.get("__name__", ""))
+    metric = _PROMETHEUS.get(name) or _PROMETHEUS.get(f"{name}|{tags.get('resource', '')}")
+    if metric is None:
+        skipped.skipped[f"not a quota usage metric: {name}"] += 1
+        return
+    cluster = tags.get(labels.cluster) or labels.default_cluster
+    broker = tags.get(labels.broker)
+    user = jmx_unquote(str(tags.get("user", "")))
+    client = jmx_unquote(str(tags.get("client_id", tags.get("clientId", ""))))
+    ip = tags.get("ip")
+    base = {
+        "cluster": cluster,
+        "broker": broker,
+        "metric": metric,
+        "user": user,
+        "client_id": client,
+        "ip": jmx_unquote(str(ip)) if ip else None,
+    }
+    values = series.get("values")
+    if not isinstance(values, list):
+        yield where, "values: expected [[time, value], ...]"
+        return
+    for i, pair in enumerate(values, 1):
+        if not isinstance(pair, list) or len(pair) != 2:
+            yield f"{where} sample {i}", "values: expected [time, value]"
+            continue
+        try:
+            when = datetime.fromtimestamp(float(pair[0]), UTC)
+        except (TypeError, ValueError, OverflowError):
+            yield f"{where} sample {i}", f"timestamp: {pair[0]!r} is not unix seconds"
+            continue
+        yield f"{where} sample {i}", {**base, "timestamp": when, "value": str(pair[1])}
+
+
+# ----------------------------------------------------------------- JmxTool
+
+
+def _jmx_names() -> dict[tuple[str, str], str]:
+    names: dict[tuple[str, str], str] = {}
+    for spec in QUOTA_KEYS.values():
+        names[(spec.sensor, spec.metric)] = spec.usage_metric
+        if spec.throttle_metric is not None:
+            names[(spec.sensor, "throttle-time")] = spec.throttle_metric
+    return names
+
+
+_JMX = _jmx_names()
+_HEADER_SPLIT = re.compile(r'","(?=[\w.]+:)')
+
+
+def jmxtool_rows(
+    path: Path, *, cluster: str | None, broker: str | None, skipped: Rejections
+) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
+    """Generic records of JmxTool's default CSV output (a header of quoted
+    ``"<ObjectName>:<attribute>"``, then one row per interval). The header is
+    split at ``","`` before an ObjectName, since a JMX-quoted client id leaves
+    inner quotes unescaped.
+
+    Raises:
+        AnalyticsError: no ``--cluster`` / ``--broker`` (JmxTool output names neither).
+    """
+    from quotaform.sandbox.jmx import parse_object_name
+
+    if not cluster or not broker:
+        raise AnalyticsError(
+            f"{path}: JmxTool output names no cluster or broker: give --cluster and --broker"
+        )
+    with path.open(encoding="utf-8") as fh:
+        header = fh.readline().rstrip("\n")
+        columns = _HEADER_SPLIT.split(header.strip().strip('"'))
+        if not columns or columns[0] != "time":
+            raise AnalyticsError(
+                f'{path}:1: header: expected "time", then "<ObjectName>:<attribute>"'
+            )
+        parsed: list[dict[str, Any] | None] = [None]
+        for column in columns[1:]:
+            object_name, _, attribute = column.rpartition(":")
+            try:
+                _, props = parse_object_name(object_name)
+            except (ValueError, IndexError):
+                parsed.append(None)
+                skipped.skipped[f"unreadable column: {column}"] += 1
+                continue
+            metric = _JMX.get((props.get("type", ""), attribute))
+            if metric is None:
+                skipped.skipped[f"not a quota usage metric: {props.get('type')}:{attribute}"] += 1
+                parsed.append(None)
+                continue
+            parsed.append(
+                {
+                    "cluster": cluster,
+                    "broker": broker,
+                    "metric": metric,
+                    "user": props.get("user", ""),
+                    "client_id": props.get("client-id", ""),
+                    "ip": props.get("ip"),
+                }
+            )
+        for number, line in enumerate(fh, 2):
+            cells = line.rstrip("\n").split(",")
+            if len(cells) != len(columns):
+                yield f"{path}:{number}", f"row: {len(cells)} values for {len(columns)} columns"
+                continue
+            when = _timestamp(cells[0]) or _epoch_ms(cells[0])
+            for column, cell in zip(parsed[1:], cells[1:], strict=True):
+                if column is not None:
+                    yield f"{path}:{number}", {**column, "timestamp": when, "value": cell}
+
+
+def _epoch_ms(text: str) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(int(text) / 1000, UTC)
+    except ValueError:
+        return None
