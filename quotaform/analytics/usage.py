@@ -44,6 +44,7 @@ __all__ = [
     "UsageFormat",
     "check_row",
     "detect_format",
+    "jmx_metric",
     "jmxtool_rows",
     "prometheus_rows",
     "read_usage",
@@ -418,6 +419,14 @@ def _jmx_names() -> dict[tuple[str, str], str]:
 
 
 _JMX = _jmx_names()
+
+
+def jmx_metric(sensor: str, attribute: str) -> str | None:
+    """The usage metric of an MBean attribute (``("Produce", "byte-rate")`` ->
+    ``produce-byte-rate``), ``None`` for attributes that are not quota usage."""
+    return _JMX.get((sensor, attribute))
+
+
 _HEADER_SPLIT = re.compile(r'","(?=[\w.]+:)')
 
 

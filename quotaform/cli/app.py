@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("drift", "Report how the cluster differs from the manifests (read-only)."),
     "describe": ("describe", "Show live quotas in kafka-configs terms (read-only)."),
     "explain": ("explain", "What quota a client really gets, from where, shared with whom."),
+    "analyze": ("analyze", "Fleet analytics: utilisation, plan impact, recommendations."),
+    "snapshot": ("analyze", "Write the live quotas as JSON Lines, for analyze (read-only)."),
     "export": ("export", "Write a manifest of the live quotas (read-only)."),
     "import": ("export", "Add live entities to an existing manifest (read-only)."),
     "unlock": ("unlock", "Release the apply lock a killed apply left behind."),

@@ -40,6 +40,7 @@ __all__ = [
     "IMPORT_COMMENT",
     "ExportResult",
     "ImportResult",
+    "edit_manifest_set",
     "export_manifest",
     "import_entities",
 ]
@@ -185,6 +186,41 @@ def import_entities(
             if e in desired.entities and not same_quotas(desired.entities[e].quotas, q)
         }
 
+    comment = IMPORT_COMMENT.format(date=(today or datetime.now(UTC).date()).isoformat())
+    added, updated, reformatted = edit_manifest_set(
+        paths, desired, into=into, add=missing, update=drifted, comment=comment, cluster=cluster
+    )
+    return ImportResult(
+        into=into,
+        added=added,
+        updated=updated,
+        skipped=skipped,
+        reformatted=reformatted,
+    )
+
+
+def edit_manifest_set(
+    paths: Sequence[str | Path],
+    desired: DesiredState,
+    *,
+    into: Path,
+    add: Mapping[Entity, Mapping[str, float]],
+    update: Mapping[Entity, Mapping[str, float]],
+    comment: str,
+    cluster: str | None = None,
+) -> tuple[tuple[Entity, ...], tuple[tuple[Entity, str], ...], tuple[str, ...]]:
+    """Append ``add`` to ``into`` (after ``comment``) and overwrite the values
+    of ``update`` (declared entities) in the files declaring them, keeping
+    comments, order and quoting; then load the set again and restore every
+    file if it would not load.
+
+    Returns:
+        ``(added, (updated entity, file), reformatted files)``, sorted.
+
+    Raises:
+        ExportError: ``into`` has no document to add to; the edited set would
+            not load (files restored).
+    """
     files: dict[Path, ManifestFile] = {}
     edited: dict[Path, ManifestFile] = {}
 
@@ -195,17 +231,16 @@ def import_entities(
         return files[key]
 
     added: list[Entity] = []
-    if missing:
+    if add:
         target = target_document(file(into).documents)
         if target is None:
             raise ExportError(f"{into} has no document with spec.quotas or spec.scope to add to")
-        comment = IMPORT_COMMENT.format(date=(today or datetime.now(UTC).date()).isoformat())
-        added = add_entities(target, missing, comment=comment)
+        added = add_entities(target, add, comment=comment)
         if added:
             edited[into.resolve()] = file(into)
     updated: list[tuple[Entity, str]] = []
     by_file: dict[str, dict[Entity, Mapping[str, float]]] = {}
-    for entity, quotas in drifted.items():
+    for entity, quotas in update.items():
         by_file.setdefault(desired.entities[entity].source.path, {})[entity] = quotas
     for path, entities in sorted(by_file.items()):
         manifest = file(Path(path))
@@ -216,15 +251,12 @@ def import_entities(
                 if done:
                     edited[manifest.path.resolve()] = manifest
     updated.sort(key=lambda pair: pair[0].sort_key())
-
     changed = list(edited.values())
     _write_checked(changed, paths, cluster)
-    return ImportResult(
-        into=into,
-        added=tuple(added),
-        updated=tuple(updated),
-        skipped=skipped,
-        reformatted=tuple(str(f.path) for f in changed if not f.keeps_format),
+    return (
+        tuple(added),
+        tuple(updated),
+        tuple(str(f.path) for f in changed if not f.keeps_format),
     )
 
 

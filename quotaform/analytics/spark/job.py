@@ -57,8 +57,10 @@ def spark_session(
     Raises:
         AnalyticsError: Spark cannot start (no Java 17+ on PATH or JAVA_HOME).
     """
+    log4j = Path(__file__).with_name("log4j2.properties")
     builder = (
         SparkSession.builder.appName(app)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -180,6 +182,7 @@ def read_usage_frame(
     frames: list[DataFrame] = []
     bad: list[DataFrame] = []
     staged_dir = Path(scratch or tempfile.mkdtemp(prefix="quotaform-usage-"))
+    staged_dir.mkdir(parents=True, exist_ok=True)
     generic: dict[str, list[str]] = {"parquet": [], "csv": [], "json": []}
     for number, path in enumerate(usage_files(paths)):
         kind = detect_format(path) if fmt is UsageFormat.auto else fmt

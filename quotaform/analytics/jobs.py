@@ -1,0 +1,536 @@
+"""``quotaform analyze``: read the inputs, run one engine, write the outputs.
+
+Outputs in ``--out DIR``: ``<command>.parquet`` (the contract table),
+``summary.json`` (``format_version``, ``schemas/analyze.schema.json``),
+``report.md`` (for a pull-request comment) and ``report.html`` (self-contained:
+tables and plots inline). The engine is ``python`` (explain's resolution, no
+JVM), ``spark`` (PySpark, ``local[*]`` or ``--master``), or ``auto``: Spark
+from :data:`AUTO_SPARK_BYTES` of usage input on (the measured crossover).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from quotaform.analytics import engine as py_engine
+from quotaform.analytics.configs import QuotaConfig, by_cluster
+from quotaform.analytics.model import (
+    COLUMN_TYPES,
+    DEFAULT_WINDOW_S,
+    IMPACT_COLUMNS,
+    RECOMMEND_COLUMNS,
+    UTILISATION_COLUMNS,
+    UsageRow,
+)
+from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, read_usage, usage_files
+from quotaform.errors import AnalyticsError
+
+__all__ = [
+    "AUTO_SPARK_BYTES",
+    "TOP_ROWS",
+    "AnalyzeRequest",
+    "AnalyzeResult",
+    "Command",
+    "Engine",
+    "run_analysis",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``--engine auto`` uses Spark from this much usage input on (bytes on disk;
+#: see ``benchmarks/README.md``: below it the Python engine finishes first,
+#: Spark's start-up included).
+AUTO_SPARK_BYTES = 48 * 1024 * 1024
+#: Rows of each table shown in the reports.
+TOP_ROWS = 20
+#: Groups plotted over time in the HTML report.
+PLOTTED = 6
+
+
+class Command(enum.StrEnum):
+    """What ``analyze`` computes."""
+
+    utilisation = "utilisation"
+    impact = "impact"
+    recommend = "recommend"
+
+
+class Engine(enum.StrEnum):
+    """Which engine runs (``--engine``)."""
+
+    auto = "auto"
+    spark = "spark"
+    python = "python"
+
+
+@dataclass(frozen=True)
+class AnalyzeRequest:
+    """One ``analyze`` run.
+
+    Attributes:
+        command: utilisation, impact or recommend.
+        configs: the quota configuration per cluster (before the change, for impact).
+        after: impact: the configuration after the change.
+        usage: usage files or directories.
+        out: the output directory.
+        engine, master: the engine, and Spark's master URL (default local[*]).
+        usage_format, labels, cluster, broker: how to read the usage.
+        since, until: the time range (UTC).
+        window_s: the quota window W of the throttle formula (seconds).
+        quantile, headroom: recommend's quantile column and factor.
+    """
+
+    command: Command
+    configs: Sequence[QuotaConfig]
+    usage: Sequence[Path]
+    out: Path
+    after: Sequence[QuotaConfig] = ()
+    engine: Engine = Engine.auto
+    master: str | None = None
+    usage_format: UsageFormat = UsageFormat.auto
+    labels: LabelMap = field(default_factory=LabelMap)
+    cluster: str | None = None
+    broker: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    window_s: float = DEFAULT_WINDOW_S
+    quantile: str = "p99"
+    headroom: float = 1.2
+
+
+@dataclass
+class AnalyzeResult:
+    """What a run produced, for the reports and the summary.
+
+    Attributes:
+        engine: the engine that ran.
+        table: the output table's path.
+        rows: rows of the output table.
+        top: the first :data:`TOP_ROWS` rows (ranked), as dicts.
+        usage_rows: usable usage rows read (in the time range).
+        rejected: rows that could not be used.
+        histogram: utilisation_p99 bucket -> groups (utilisation), else empty.
+        series: group label -> [(time, usage, quota)] for the plotted groups.
+        seconds: wall time by stage.
+        extra: command-specific counts for the summary.
+    """
+
+    engine: Engine
+    table: Path
+    rows: int
+    top: list[dict[str, Any]]
+    usage_rows: int
+    rejected: Rejections
+    histogram: dict[str, int] = field(default_factory=dict)
+    series: dict[str, list[tuple[datetime, float, float | None]]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_COLUMNS = {
+    Command.utilisation: UTILISATION_COLUMNS,
+    Command.impact: IMPACT_COLUMNS,
+    Command.recommend: RECOMMEND_COLUMNS,
+}
+#: utilisation_p99 histogram buckets (upper bounds; the last is open).
+BUCKETS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1)
+
+
+def _bucket(value: float | None) -> str:
+    if value is None:
+        return "unlimited"
+    for bound in BUCKETS:
+        if value < bound:
+            return f"< {bound:g}"
+    return f">= {BUCKETS[-1]:g}"
+
+
+def choose_engine(request: AnalyzeRequest) -> Engine:
+    """``request.engine``, with ``auto`` resolved by the usage input's size."""
+    if request.engine is not Engine.auto:
+        return request.engine
+    size = sum(p.stat().st_size for p in usage_files(request.usage))
+    return Engine.spark if size >= AUTO_SPARK_BYTES else Engine.python
+
+
+def _ranked(command: Command, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if command is Command.utilisation:
+        return sorted(
+            rows,
+            key=lambda r: (
+                -(r["utilisation_p99"] if r["utilisation_p99"] is not None else -1.0),
+                r["cluster"],
+                r["broker"],
+                r["user"],
+                r["client_id"],
+                r["ip"] or "",
+                r["quota_key"],
+            ),
+        )
+    if command is Command.impact:
+        return rows  # already ranked: newly throttled first
+    return sorted(rows, key=lambda r: (not r["censored"], r["cluster"], r["user"], r["client_id"]))
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    if row.get("ip"):
+        return f"ip={row['ip']} {row['quota_key']} @{row['broker']}"
+    tags = ",".join(
+        f"{n}={row[c]}" for n, c in (("user", "user"), ("client-id", "client_id")) if row[c]
+    )
+    return f"{tags or '(no tags)'} {row['quota_key']} @{row['broker']}"
+
+
+def run_analysis(
+    request: AnalyzeRequest, *, progress: Callable[[str], None] | None = None
+) -> AnalyzeResult:
+    """Run ``request`` and write its outputs (the table; the reports are
+    written by :mod:`quotaform.analytics.report`).
+
+    Raises:
+        AnalyticsError: bad inputs (named), no usage row for any configured
+            cluster, or Spark cannot start.
+    """
+    say = progress or (lambda _m: None)
+    request.out.mkdir(parents=True, exist_ok=True)
+    chosen = choose_engine(request)
+    configs = by_cluster(request.configs)
+    after = by_cluster(request.after) if request.after else {}
+    if request.command is Command.impact:
+        missing = sorted(set(configs) - set(after))
+        if missing:
+            raise AnalyticsError(f"no configuration after the change for {', '.join(missing)}")
+    say(f"engine: {chosen.value}")
+    if chosen is Engine.python:
+        return _run_python(request, configs, after, say)
+    return _run_spark(request, configs, after, say)
+
+
+def _in_configs(
+    rows: list[UsageRow], configs: Mapping[str, QuotaConfig], rejected: Rejections
+) -> list[UsageRow]:
+    kept = []
+    for row in rows:
+        if row.cluster in configs:
+            kept.append(row)
+        else:
+            rejected.reject(
+                f"cluster {row.cluster}",
+                f"cluster: no quota configuration for cluster {row.cluster!r} "
+                f"(configured: {', '.join(sorted(configs))})",
+            )
+    if rows and not kept:
+        raise AnalyticsError(
+            "no usage row belongs to a configured cluster: the usage names "
+            f"{', '.join(sorted({r.cluster for r in rows}))}, the configuration "
+            f"{', '.join(sorted(configs))} (map Prometheus labels with --cluster-label / "
+            "--default-cluster)"
+        )
+    return kept
+
+
+def _run_python(
+    request: AnalyzeRequest,
+    configs: Mapping[str, QuotaConfig],
+    after: Mapping[str, QuotaConfig],
+    say: Callable[[str], None],
+) -> AnalyzeResult:
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    rows, rejected = read_usage(
+        request.usage,
+        fmt=request.usage_format,
+        labels=request.labels,
+        cluster=request.cluster,
+        broker=request.broker,
+    )
+    rows = [
+        r
+        for r in rows
+        if (request.since is None or r.timestamp >= request.since)
+        and (request.until is None or r.timestamp < request.until)
+    ]
+    rows = _in_configs(rows, configs, rejected)
+    times["read"] = time.perf_counter() - start
+    say(f"read {len(rows):,} usage rows ({rejected.count:,} rejected)")
+    start = time.perf_counter()
+    util = py_engine.utilisation(rows, {c: cfg.index for c, cfg in configs.items()})
+    if request.command is Command.utilisation:
+        table = util
+    elif request.command is Command.impact:
+        table = py_engine.impact(
+            util, {c: cfg.index for c, cfg in after.items()}, window_s=request.window_s
+        )
+    else:
+        table = py_engine.recommend(util, quantile=request.quantile, headroom=request.headroom)
+    times["compute"] = time.perf_counter() - start
+    start = time.perf_counter()
+    path = request.out / f"{request.command.value}.parquet"
+    _write_arrow(table, _COLUMNS[request.command], path)
+    times["write"] = time.perf_counter() - start
+    ranked = _ranked(request.command, table)
+    result = AnalyzeResult(
+        engine=Engine.python,
+        table=path,
+        rows=len(table),
+        top=ranked[:TOP_ROWS],
+        usage_rows=len(rows),
+        rejected=rejected,
+        seconds=times,
+    )
+    _summarise(request.command, table, result)
+    result.series = _series_python(rows, util, request.command, ranked)
+    return result
+
+
+def _write_arrow(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kinds = {
+        "string": pa.string(),
+        "double": pa.float64(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "boolean": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
+    schema = pa.schema([(c, kinds[COLUMN_TYPES[c]]) for c in columns])
+    table = pa.Table.from_pylist([{c: r[c] for c in columns} for r in rows], schema=schema)
+    if path.is_dir():
+        import shutil
+
+        shutil.rmtree(path)
+    pq.write_table(table, path)
+
+
+def _summarise(command: Command, rows: Sequence[Mapping[str, Any]], result: AnalyzeResult) -> None:
+    if command is Command.utilisation:
+        result.histogram = {}
+        for row in rows:
+            bucket = _bucket(row["utilisation_p99"])
+            result.histogram[bucket] = result.histogram.get(bucket, 0) + 1
+        result.extra = {
+            "groups": len(rows),
+            "censored": sum(1 for r in rows if r["censored"]),
+            "over_quota": sum(
+                1 for r in rows if r["utilisation_p99"] is not None and r["utilisation_p99"] >= 1.0
+            ),
+        }
+    elif command is Command.impact:
+        result.extra = {
+            "changed": len(rows),
+            "newly_throttled": sum(1 for r in rows if r["newly_throttled"]),
+            "group_changes": {
+                kind: sum(1 for r in rows if r["group_change"] == kind)
+                for kind in ("moves", "splits", "merges")
+            },
+        }
+    else:
+        result.extra = {
+            "recommendations": len(rows),
+            "censored": sum(1 for r in rows if r["censored"]),
+        }
+
+
+def _series_python(
+    rows: Sequence[UsageRow],
+    util: Sequence[Mapping[str, Any]],
+    command: Command,
+    ranked: Sequence[Mapping[str, Any]],
+) -> dict[str, list[tuple[datetime, float, float | None]]]:
+    if command is not Command.utilisation:
+        return {}
+    wanted = {
+        (r["cluster"], r["broker"], r["user"], r["client_id"], r["ip"], r["quota_key"]): r
+        for r in ranked[:PLOTTED]
+        if r["samples"]
+    }
+    series: dict[str, list[tuple[datetime, float, float | None]]] = {}
+    for row in rows:
+        key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
+        found = wanted.get(key)
+        if found is not None and row.kind == "usage" and not math.isnan(row.value):
+            series.setdefault(_label(found), []).append(
+                (row.timestamp, row.value, found["quota_value"])
+            )
+    return {k: sorted(v) for k, v in series.items()}
+
+
+def _run_spark(
+    request: AnalyzeRequest,
+    configs: Mapping[str, QuotaConfig],
+    after: Mapping[str, QuotaConfig],
+    say: Callable[[str], None],
+) -> AnalyzeResult:
+    from pyspark.sql import functions as F
+
+    from quotaform.analytics.spark import job, transforms
+
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    spark = job.spark_session(request.master)
+    times["spark_start"] = time.perf_counter() - start
+    say(f"Spark {spark.version} on {spark.sparkContext.master} ({times['spark_start']:.1f} s)")
+    start = time.perf_counter()
+    usage, rejected = job.read_usage_frame(
+        spark,
+        request.usage,
+        fmt=request.usage_format,
+        labels=request.labels,
+        cluster=request.cluster,
+        broker=request.broker,
+        scratch=request.out / "_staged",
+    )
+    usage = job.in_range(usage, request.since, request.until)
+    known = list(configs)
+    outside = usage.where(~F.col("cluster").isin(known)).groupBy("cluster").count().collect()
+    for row in outside:
+        count = int(row["count"])
+        rejected.count += count
+        rejected.by_reason["cluster"] += count
+        if len(rejected.examples) < 10:
+            rejected.examples.append(
+                f"cluster {row['cluster']}: {count} row(s): no quota configuration for "
+                f"cluster {row['cluster']!r}"
+            )
+    usage = usage.where(F.col("cluster").isin(known)).cache()
+    usage_rows = usage.count()
+    if outside and usage_rows == 0:
+        raise AnalyticsError(
+            "no usage row belongs to a configured cluster: the usage names "
+            f"{', '.join(sorted(str(r['cluster']) for r in outside))}, the configuration "
+            f"{', '.join(sorted(configs))}"
+        )
+    times["read"] = time.perf_counter() - start
+    say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
+    start = time.perf_counter()
+    config = job.config_frame(spark, list(configs.values())).cache()
+    util = transforms.utilisation(usage, config=config)
+    if request.command is Command.utilisation:
+        table = util
+    elif request.command is Command.impact:
+        after_frame = job.config_frame(spark, list(after.values()))
+        table = transforms.impact(util.cache(), after=after_frame, window_s=request.window_s)
+    else:
+        table = transforms.recommend(util, quantile=request.quantile, headroom=request.headroom)
+    path = request.out / f"{request.command.value}.parquet"
+    job.write_table(table.select(*_COLUMNS[request.command]), path)
+    times["compute_and_write"] = time.perf_counter() - start
+    say(f"wrote {path} ({times['compute_and_write']:.1f} s)")
+    written = spark.read.parquet(str(path))
+    rows = written.count()
+    if request.command is Command.utilisation:
+        top_frame = written.orderBy(
+            F.col("utilisation_p99").desc_nulls_last(),
+            *[F.col(c) for c in ("cluster", "broker", "user", "client_id", "ip", "quota_key")],
+        )
+    elif request.command is Command.impact:
+        top_frame = written.orderBy(
+            F.col("newly_throttled").desc(),
+            F.col("predicted_throttle_ms").desc(),
+            *[F.col(c) for c in ("cluster", "broker", "user", "client_id", "ip", "quota_key")],
+        )
+    else:
+        top_frame = written.orderBy(F.col("censored").desc(), "cluster", "user", "client_id")
+    top = [r.asDict() for r in top_frame.limit(TOP_ROWS).collect()]
+    result = AnalyzeResult(
+        engine=Engine.spark,
+        table=path,
+        rows=rows,
+        top=top,
+        usage_rows=usage_rows,
+        rejected=rejected,
+        seconds=times,
+    )
+    _summarise_spark(request.command, written, result)
+    if request.command is Command.utilisation:
+        result.series = _series_spark(usage, top[:PLOTTED])
+    usage.unpersist()
+    shutil.rmtree(request.out / "_staged", ignore_errors=True)  # Prometheus/JmxTool as JSON Lines
+    return result
+
+
+def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> None:
+    from pyspark.sql import functions as F
+
+    if command is Command.utilisation:
+        bucket = F.lit("unlimited")
+        for bound in reversed(BUCKETS):
+            bucket = F.when(F.col("utilisation_p99") < bound, F.lit(f"< {bound:g}")).otherwise(
+                bucket
+            )
+        bucket = (
+            F.when(F.col("utilisation_p99").isNull(), F.lit("unlimited"))
+            .when(F.col("utilisation_p99") >= BUCKETS[-1], F.lit(f">= {BUCKETS[-1]:g}"))
+            .otherwise(bucket)
+        )
+        result.histogram = {
+            r["bucket"]: int(r["count"])
+            for r in frame.groupBy(bucket.alias("bucket")).count().collect()
+        }
+        agg = frame.agg(
+            F.count("*").alias("groups"),
+            F.sum(F.col("censored").cast("int")).alias("censored"),
+            F.sum((F.col("utilisation_p99") >= 1.0).cast("int")).alias("over"),
+        ).first()
+        result.extra = {
+            "groups": int(agg["groups"] or 0),
+            "censored": int(agg["censored"] or 0),
+            "over_quota": int(agg["over"] or 0),
+        }
+    elif command is Command.impact:
+        counts = {
+            r["group_change"]: int(r["count"])
+            for r in frame.groupBy("group_change").count().collect()
+        }
+        newly = frame.where(F.col("newly_throttled")).count()
+        result.extra = {
+            "changed": result.rows,
+            "newly_throttled": int(newly),
+            "group_changes": {k: counts.get(k, 0) for k in ("moves", "splits", "merges")},
+        }
+    else:
+        censored = frame.where(F.col("censored")).count()
+        result.extra = {"recommendations": result.rows, "censored": int(censored)}
+
+
+def _series_spark(
+    usage: Any, top: Sequence[Mapping[str, Any]]
+) -> dict[str, list[tuple[datetime, float, float | None]]]:
+    from pyspark.sql import functions as F
+
+    from quotaform.kafka.keys import QUOTA_KEYS
+
+    series: dict[str, list[tuple[datetime, float, float | None]]] = {}
+    for row in top:
+        if not row["samples"]:
+            continue
+        metric = QUOTA_KEYS[row["quota_key"]].usage_metric
+        cond = (
+            (F.col("cluster") == row["cluster"])
+            & (F.col("broker") == row["broker"])
+            & (F.col("metric") == metric)
+            & (F.col("user") == row["user"])
+            & (F.col("client_id") == row["client_id"])
+            & (F.col("ip").eqNullSafe(F.lit(row["ip"])))
+            & ~F.isnan("value")
+        )
+        points = (
+            usage.where(cond)
+            .select("timestamp", "value")
+            .orderBy("timestamp")
+            .limit(5000)
+            .collect()
+        )
+        series[_label(row)] = [(p["timestamp"], p["value"], row["quota_value"]) for p in points]
+    return series
