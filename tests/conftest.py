@@ -81,3 +81,19 @@ def config_command(kafka_broker: SandboxBroker) -> ConfigCommand:
     return functools.partial(
         run_config_command, bootstrap=kafka_broker.bootstrap, version=kafka_broker.version
     )
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local SparkSession for every Spark test (``local[1]``, 2 shuffle
+    partitions, UI off), made by the job's own :func:`spark_session`. If it
+    cannot start the test FAILS (never skips): Spark is part of the product."""
+    from quotaform.analytics.spark.job import spark_session
+    from quotaform.errors import AnalyticsError
+
+    try:
+        session = spark_session("local[1]", shuffle_partitions=2, app="quotaform-tests")
+    except AnalyticsError as exc:
+        pytest.fail(f"Could not start Spark: {exc}", pytrace=False)
+    yield session
+    session.stop()

@@ -163,16 +163,17 @@ def tags_after_text(res: Resolution) -> str:
 
 
 def _group_change(before: MetricTags, after: Resolution, split: bool) -> str:
+    """``splits`` when the group divides by a name it spans (an after tag
+    follows each connection's own name, or an entry names some of them),
+    ``none`` when the tags stay, else ``merges``: with every name of the
+    group known, a change of tags can only drop one (the group joins a
+    broader one)."""
     now = after.tags
     if split or (not before.ip and (now.user is None or now.client_id is None)):
         return "splits"
     if before == now:
         return "none"
-    if not before.ip and (
-        (before.user and not now.user) or (before.client_id and not now.client_id)
-    ):
-        return "merges"
-    return "moves"
+    return "merges"
 
 
 def impact(
@@ -185,7 +186,7 @@ def impact(
     whose effective quota, source or quota group changes under ``after``,
     with the throttle the broker would give the observed p99.
 
-    ``group_change``: ``none``, ``moves`` (other tags), ``splits`` (the group
+    ``group_change``: ``none`` (same tags), ``splits`` (the group
     divides by client id or user: broker metrics cannot split its usage, so
     the prediction uses the whole group's), ``merges`` (it joins a broader
     group: the observed p99 of every group merging into the same tags on the

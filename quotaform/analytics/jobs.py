@@ -332,7 +332,7 @@ def _summarise(command: Command, rows: Sequence[Mapping[str, Any]], result: Anal
             "newly_throttled": sum(1 for r in rows if r["newly_throttled"]),
             "group_changes": {
                 kind: sum(1 for r in rows if r["group_change"] == kind)
-                for kind in ("moves", "splits", "merges")
+                for kind in ("splits", "merges")
             },
         }
     else:
@@ -497,7 +497,7 @@ def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> Non
         result.extra = {
             "changed": result.rows,
             "newly_throttled": int(newly),
-            "group_changes": {k: counts.get(k, 0) for k in ("moves", "splits", "merges")},
+            "group_changes": {k: counts.get(k, 0) for k in ("splits", "merges")},
         }
     else:
         censored = frame.where(F.col("censored")).count()

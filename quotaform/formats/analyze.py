@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AnalyzeSummary", "RejectedDoc", "render_summary_json"]
+__all__ = ["AnalyzeSummary", "RejectedDoc", "SnapshotLine", "UsageRecord", "render_summary_json"]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -46,6 +46,50 @@ class AnalyzeSummary(BaseModel):
     )
     top: list[dict[str, Any]] = Field(description="The first rows of the table, ranked.")
     seconds: dict[str, float] = Field(description="Wall time per stage.")
+
+
+class UsageRecord(BaseModel):
+    """One usage sample (a row of Parquet / CSV, a line of JSON Lines): the
+    generic usage table other tools write."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    cluster: str = Field(min_length=1)
+    broker: str = Field(min_length=1)
+    timestamp: str = Field(
+        description="UTC, ISO-8601 with seconds (2026-11-23T10:00:00Z); Parquet: a timestamp.",
+        pattern=r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$",
+    )
+    metric: Literal[
+        "produce-byte-rate",
+        "fetch-byte-rate",
+        "request-time",
+        "controller-mutation-rate",
+        "produce-throttle-time",
+        "fetch-throttle-time",
+        "request-throttle-time",
+        "controller-mutation-throttle-time",
+        "connection-accept-rate",
+    ]
+    user: str = Field(
+        description='The user tag as the metric carries it (URL-encoded); "" if empty.'
+    )
+    client_id: str = Field(description='The client-id tag; "" if empty.')
+    ip: str | None = Field(description="Only for connection-accept-rate.")
+    value: float | str = Field(
+        description="bytes/s, % of a thread, mutations/s, ms or connections/s; NaN allowed."
+    )
+
+
+class SnapshotLine(BaseModel):
+    """One line of a quota snapshot (``quotaform snapshot``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format_version: Literal[1]
+    cluster: str = Field(min_length=1)
+    cluster_id: str | None
+    taken_at: str = Field(description="UTC, ISO-8601.")
+    entity: dict[str, str | None] = Field(description="Entity type -> name; null = default.")
+    quotas: dict[str, float] = Field(description="Quota key -> quota value.")
 
 
 def render_summary_json(summary: AnalyzeSummary) -> str:

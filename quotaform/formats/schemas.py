@@ -11,6 +11,9 @@ indent, trailing newline); unit tests fail when a checked-in file is stale.
 * ``apply.schema.json``: the JSON apply result (``apply -o json``).
 * ``describe.schema.json``: the live view (``describe -o json``).
 * ``explain.schema.json``: ``explain -o json``.
+* ``analyze.schema.json``: ``analyze ... --out DIR``'s ``summary.json``.
+* ``usage.schema.json``: one row of the usage table (input).
+* ``snapshot.schema.json``: one line of ``quotaform snapshot`` (input).
 * ``multicluster.schema.json``: ``plan --all-clusters -o json``.
 """
 
@@ -24,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from quotaform.formats.analyze import AnalyzeSummary, SnapshotLine, UsageRecord
 from quotaform.formats.apply import ApplyDocument
 from quotaform.formats.describe import DescribeDocument
 from quotaform.formats.drift import DriftDocument
@@ -64,6 +68,15 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "explain.schema.json": lambda: document_schema(
         ExplainDocument, "explain.schema.json", "quotaform explanation"
+    ),
+    "analyze.schema.json": lambda: document_schema(
+        AnalyzeSummary, "analyze.schema.json", "quotaform analyze summary"
+    ),
+    "usage.schema.json": lambda: document_schema(
+        UsageRecord, "usage.schema.json", "quotaform usage sample (one row)"
+    ),
+    "snapshot.schema.json": lambda: document_schema(
+        SnapshotLine, "snapshot.schema.json", "quotaform quota snapshot (one line)"
     ),
     "multicluster.schema.json": lambda: document_schema(
         MultiClusterDocument, "multicluster.schema.json", "quotaform plan of every cluster"

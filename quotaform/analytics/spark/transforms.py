@@ -461,12 +461,7 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
             ),
             F.lit("none"),
         )
-        .when(
-            ((before_user != "") & (F.col("a.tag_user") == ""))
-            | ((F.col("u.client_id") != "") & (F.col("a.tag_client") == "")),
-            F.lit("merges"),
-        )
-        .otherwise(F.lit("moves"))
+        .otherwise(F.lit("merges"))
     )
     tags_after = _tags_text(F.col("a.tag_user"), F.col("a.tag_client"), F.col("u.ip"))
     staged = rows.select(

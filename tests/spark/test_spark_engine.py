@@ -1,0 +1,339 @@
+"""The Spark engine equals the Python engine (explain's resolution) on every
+row, on generated data covering every level, key, ip, shared groups,
+unlimited, and groups that split or merge; it reads every usage format as
+the Python readers do; the conformance cases hold through its transforms;
+and ``quotaform analyze`` runs on it end to end from the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.testing import assertDataFrameEqual
+from typer.testing import CliRunner
+
+from quotaform.analytics import engine
+from quotaform.analytics.configs import QuotaConfig
+from quotaform.analytics.model import (
+    IMPACT_COLUMNS,
+    RECOMMEND_COLUMNS,
+    USAGE_COLUMNS,
+    UTILISATION_COLUMNS,
+    UsageRow,
+)
+from quotaform.analytics.spark import job, transforms
+from quotaform.analytics.spark.schemas import (
+    IMPACT_SCHEMA,
+    RECOMMEND_SCHEMA,
+    USAGE_SCHEMA,
+    UTILISATION_SCHEMA,
+)
+from quotaform.analytics.usage import read_usage
+from quotaform.cli.app import app
+from quotaform.kafka.entity import Entity
+from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.metrics import sanitize_user
+from quotaform.kafka.resolution import QuotaIndex
+
+from ..conformance.cases import load_cases
+
+pytestmark = pytest.mark.spark
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analytics"
+T0 = datetime(2026, 11, 23, 10, tzinfo=UTC)
+runner = CliRunner()
+
+USERS = ["alice", "bob", "CN=carol,O=x", "d ave*"]  # names the sanitizer encodes too
+CLIENTS = ["app", "batch", "web"]
+IPS = ["192.0.2.10", "192.0.2.11", "2001:db8::10"]
+CLIENT_KEYS = [k for k, s in QUOTA_KEYS.items() if "user" in s.entity_types]
+
+
+def _entities() -> list[Entity]:
+    found = []
+    for user in [*USERS, None]:
+        found.append(Entity.of(user=user))
+        for client in [*CLIENTS, None]:
+            found.append(Entity.of(user=user, client_id=client))
+    found += [Entity.of(client_id=c) for c in [*CLIENTS, None]]
+    found += [Entity.of(ip=ip) for ip in [*IPS[:2], None]]
+    return found
+
+
+def generated(
+    seed: int,
+) -> tuple[dict[Entity, dict[str, float]], dict[Entity, dict[str, float]], list[UsageRow]]:
+    """A configuration over every level, a changed one (new shapes: splits,
+    merges, moves), and usage of groups of every tag shape, unlimited ones
+    included, with throttle samples (NaN, 0, > 0)."""
+    rng = random.Random(seed)
+    before: dict[Entity, dict[str, float]] = {}
+    for entity in rng.sample(_entities(), 18):
+        if "ip" in entity.types:
+            before[entity] = {"connection_creation_rate": float(rng.randint(5, 50))}
+        else:
+            keys = rng.sample(CLIENT_KEYS, rng.randint(1, 3))
+            before[entity] = {
+                k: float(rng.randint(1, 40) * 64 * 1024)
+                if "byte" in k
+                else float(rng.randint(1, 100))
+                for k in keys
+            }
+    # controller_mutation_rate only at client-id levels: levels 7 and 8 get used.
+    for entity in list(before):
+        before[entity].pop("controller_mutation_rate", None)
+        if not before[entity]:
+            del before[entity]
+    before[Entity.of(client_id=None)] = {"controller_mutation_rate": 2.0}
+    before[Entity.of(client_id="app")] = {"controller_mutation_rate": 1.0}
+    after = {e: dict(q) for e, q in before.items()}
+    for entity in rng.sample(_entities(), 6):
+        if "ip" in entity.types:
+            after[entity] = {"connection_creation_rate": float(rng.randint(5, 50))}
+        else:
+            after.setdefault(entity, {})[rng.choice(CLIENT_KEYS)] = float(
+                rng.randint(1, 40) * 32 * 1024
+            )
+    for entity in rng.sample(sorted(after, key=Entity.sort_key), 3):
+        after.pop(entity)
+    rows: list[UsageRow] = []
+    groups = [
+        (sanitize_user(u) if u else "", c)
+        for u in ["", *USERS, "zed"]
+        for c in ["", *CLIENTS, "other"]
+    ]
+    for broker in ("1", "2"):
+        for user, client in rng.sample(groups, 14):
+            for key in rng.sample(CLIENT_KEYS, 2):
+                spec = QUOTA_KEYS[key]
+                for i in range(rng.randint(1, 12)):
+                    value = rng.random() * (3 * 1024 * 1024 if "byte" in key else 120.0)
+                    if rng.random() < 0.05:
+                        value = math.nan
+                    when = T0 + timedelta(seconds=15 * i)
+                    rows.append(
+                        UsageRow("c", broker, when, spec.usage_metric, user, client, None, value)
+                    )
+                    if spec.throttle_metric is not None:
+                        throttle = rng.choice([math.nan, 0.0, rng.random() * 300])
+                        rows.append(
+                            UsageRow(
+                                "c",
+                                broker,
+                                when,
+                                spec.throttle_metric,
+                                user,
+                                client,
+                                None,
+                                throttle,
+                            )
+                        )
+        for ip in rng.sample(IPS, 2):
+            for i in range(5):
+                rows.append(
+                    UsageRow(
+                        "c",
+                        broker,
+                        T0 + timedelta(seconds=15 * i),
+                        "connection-accept-rate",
+                        "",
+                        "",
+                        ip,
+                        rng.random() * 60,
+                    )
+                )
+    return before, after, rows
+
+
+def _usage_frame(spark: SparkSession, rows: list[UsageRow]) -> Any:
+    return spark.createDataFrame(
+        [tuple(getattr(r, c) for c in USAGE_COLUMNS) for r in rows], USAGE_SCHEMA
+    )
+
+
+def _frame(
+    spark: SparkSession, rows: list[dict[str, Any]], columns: tuple[str, ...], schema: Any
+) -> Any:
+    return spark.createDataFrame([tuple(r[c] for c in columns) for r in rows], schema)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_spark_equals_the_python_engine_on_every_row(spark: SparkSession, seed: int) -> None:
+    before, after, rows = generated(seed)
+    py_util = engine.utilisation(rows, {"c": QuotaIndex(before)})
+    py_impact = engine.impact(py_util, {"c": QuotaIndex(after)})
+    py_recommend = engine.recommend(py_util)
+    assert py_util and py_impact and py_recommend  # coverage: the test below
+
+    usage = _usage_frame(spark, rows)
+    config = job.config_frame(spark, [QuotaConfig("c", before, "generated")])
+    config_after = job.config_frame(spark, [QuotaConfig("c", after, "generated")])
+    spark_util = transforms.utilisation(usage, config=config).select(*UTILISATION_COLUMNS)
+    assertDataFrameEqual(
+        spark_util, _frame(spark, py_util, UTILISATION_COLUMNS, UTILISATION_SCHEMA), rtol=1e-9
+    )
+    spark_impact = transforms.impact(spark_util, after=config_after).select(*IMPACT_COLUMNS)
+    assertDataFrameEqual(
+        spark_impact, _frame(spark, py_impact, IMPACT_COLUMNS, IMPACT_SCHEMA), rtol=1e-9
+    )
+    spark_recommend = transforms.recommend(spark_util).select(*RECOMMEND_COLUMNS)
+    assertDataFrameEqual(
+        spark_recommend, _frame(spark, py_recommend, RECOMMEND_COLUMNS, RECOMMEND_SCHEMA), rtol=1e-9
+    )
+
+
+def test_the_generated_data_covers_every_level_and_group_change() -> None:
+    levels: set[int] = set()
+    changes: set[str] = set()
+    unlimited = ips = False
+    for seed in (1, 2, 3):
+        before, after, rows = generated(seed)
+        util = engine.utilisation(rows, {"c": QuotaIndex(before)})
+        levels |= {r["level"] for r in util if r["level"] is not None}
+        unlimited |= any(r["quota_value"] is None for r in util)
+        ips |= any(r["ip"] for r in util)
+        changes |= {r["group_change"] for r in engine.impact(util, {"c": QuotaIndex(after)})}
+    assert levels >= {1, 2, 3, 4, 5, 6, 7, 8}
+    assert unlimited and ips
+    assert changes >= {"none", "splits", "merges"}
+
+
+def test_the_conformance_cases_through_the_spark_transform(spark: SparkSession) -> None:
+    # Each recorded (case, key): the observed group with the expected tags gets
+    # the expected value and level from resolve_groups.
+    rows = []
+    configs = []
+    for number, case in enumerate(load_cases()):
+        cluster = f"case-{number}"
+        configs.append(QuotaConfig(cluster, case.entries, case.name))
+        for key, expect in case.expect.items():
+            if not expect["recorded"]:
+                continue
+            tags = expect["tags"]
+            rows.append(
+                (
+                    cluster,
+                    sanitize_user(tags.get("user", "")) if tags.get("user") else "",
+                    tags.get("client-id", ""),
+                    tags.get("ip") or None,
+                    key,
+                    None if expect["value"] is None else float(expect["value"]),
+                    expect["level"],
+                )
+            )
+    groups = spark.createDataFrame(
+        rows,
+        "cluster string, user string, client_id string, ip string, quota_key string, "
+        "want double, want_level int",
+    )
+    resolved = transforms.resolve_groups(groups, config=job.config_frame(spark, configs)).collect()
+    assert len(resolved) == len(rows)
+    for row in resolved:
+        assert (row["quota_value"], row["level"]) == (row["want"], row["want_level"]), row
+
+
+def test_spark_reads_every_usage_format_like_the_python_readers(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    for files, options in [
+        (["usage.csv"], {}),
+        (["usage.jsonl"], {}),
+        (["prometheus.json"], {}),
+        (["jmxtool.csv"], {"cluster": "prod-eu", "broker": "1"}),
+    ]:
+        paths = [FIXTURES / f for f in files]
+        frame, rejected = job.read_usage_frame(spark, paths, scratch=tmp_path / files[0], **options)
+        rows, py_rejected = read_usage(paths, **options)
+        assert frame.count() == len(rows), files
+        assert (rejected.count, dict(rejected.by_reason)) == (
+            py_rejected.count,
+            dict(py_rejected.by_reason),
+        ), files
+        assert dict(rejected.skipped) == dict(py_rejected.skipped), files
+        spark_series = {(r["metric"], r["user"], r["client_id"], r["ip"]) for r in frame.collect()}
+        assert spark_series == {(r.metric, r.user, r.client_id, r.ip) for r in rows}, files
+
+
+# ----------------------------------------------------------------- the CLI on Spark
+
+
+def _table(path: Path) -> list[dict[str, Any]]:
+    parts = [path] if path.is_file() else sorted(path.glob("*.parquet"))
+    return [r for part in parts for r in pq.read_table(part).to_pylist()]
+
+
+def test_analyze_from_the_cli_on_both_engines(spark: SparkSession, tmp_path: Path) -> None:
+    manifest = FIXTURES / "manifest.yaml"
+    for engine_name in ("spark", "python"):
+        out = tmp_path / engine_name
+        result = runner.invoke(
+            app,
+            ["analyze", "utilisation", str(manifest), "--usage", str(FIXTURES / "usage.csv"),
+             "--out", str(out), "--engine", engine_name],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        assert (summary["format_version"], summary["engine"], summary["rows"]) == (
+            1,
+            engine_name,
+            7,
+        )
+        assert summary["rejected"]["count"] == 2
+        html = (out / "report.html").read_text(encoding="utf-8")
+        assert (
+            html.count("data:image/png;base64,") >= 2
+        )  # the distribution and a usage-vs-quota plot
+        assert "user=alice, client-id=ingest" in (out / "report.md").read_text(encoding="utf-8")
+    key = lambda r: (r["broker"], r["user"], r["client_id"], r["ip"] or "", r["quota_key"])  # noqa: E731
+    assert sorted(_table(tmp_path / "spark" / "utilisation.parquet"), key=key) == sorted(
+        _table(tmp_path / "python" / "utilisation.parquet"), key=key
+    )
+
+
+def test_impact_of_a_saved_plan_and_recommendations_into_the_manifests(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    text = (FIXTURES / "manifest.yaml").read_text(encoding="utf-8")
+    (manifests / "m.yaml").write_text(text, encoding="utf-8")
+    # The change: alice's ingest quota halved. From the snapshot (now) to the manifests.
+    (manifests / "m.yaml").write_text(
+        text.replace("values: {producer_byte_rate: 1MiB}", "values: {producer_byte_rate: 512KiB}"),
+        encoding="utf-8",
+    )
+    out = tmp_path / "impact"
+    result = runner.invoke(
+        app,
+        ["analyze", "impact", str(manifests), "--snapshot", str(FIXTURES / "snapshot.jsonl"),
+         "--usage", str(FIXTURES / "usage.csv"), "--out", str(out), "--engine", "spark"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = _table(out / "impact.parquet")
+    assert (row["user"], row["client_id"], row["quota_before"], row["quota_after"]) == (
+        "alice",
+        "ingest",
+        1048576.0,
+        524288.0,
+    )
+    assert row["predicted_throttle_ms"] == pytest.approx(
+        round((row["p99"] - 524288) / 524288 * 11000), abs=1
+    )
+    recommended = tmp_path / "rec"
+    result = runner.invoke(
+        app,
+        ["analyze", "recommend", str(manifests), "--usage", str(FIXTURES / "usage.csv"),
+         "--out", str(recommended), "--engine", "spark", "--write-into", str(manifests / "m.yaml")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    edited = (manifests / "m.yaml").read_text(encoding="utf-8")
+    assert "# recommended by quotaform analyze" in edited
+    assert "# level 1" in edited  # comments kept
+    assert "Wrote the recommendations" in result.stdout
