@@ -64,9 +64,11 @@ def produce(
     max_bytes: int = 256 * 1024 * 1024,
     record_size: int = 1000,
     max_in_flight: int = 512,
+    rate: float | None = None,
 ) -> LoadResult:
-    """Produce ``record_size``-byte records as fast as the broker lets through,
-    for ``seconds`` or until ``max_bytes`` of values were sent (``acks=1``).
+    """Produce ``record_size``-byte records as fast as the broker lets through
+    (or at most ``rate`` bytes/s of values), for ``seconds`` or until
+    ``max_bytes`` of values were sent (``acks=1``).
 
     Raises:
         SandboxError: a non-loopback bootstrap address.
@@ -89,6 +91,10 @@ def produce(
         while time.monotonic() - start < seconds and sent + record_size <= max_bytes:
             pending.append(producer.send(topic, value))
             sent += record_size
+            if rate is not None:
+                ahead = sent / rate - (time.monotonic() - start)
+                if ahead > 0:
+                    time.sleep(ahead)
             while len(pending) >= max_in_flight:
                 pending.popleft().get(timeout=60)
         while pending:

@@ -41,3 +41,16 @@ def clean(admin):  # type: ignore[no-untyped-def]
 def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
     """The session broker's ``127.0.0.1:PORT``."""
     return str(kafka_broker.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def jmx_broker():  # type: ignore[no-untyped-def]
+    """A sandbox broker with JMX on a loopback port (its quota MBeans), shared
+    by the tests that read the broker's metrics; each owns its quotas."""
+    import os
+
+    from quotaform.sandbox import BrokerOptions
+    from tests.conftest import sandbox_broker
+
+    with sandbox_broker(f"pytest-jmx-{os.getpid()}", options=BrokerOptions(jmx_port=0)) as broker:
+        yield broker

@@ -17,11 +17,10 @@ Traffic goes to 127.0.0.1 only and is bounded in time and bytes
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,10 +28,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from typer.testing import CliRunner
 
 from quotaform.cli.app import app
-from quotaform.sandbox import BrokerOptions, SandboxBroker
+from quotaform.sandbox import SandboxBroker
 from quotaform.sandbox.jmx import read_mbeans
 from quotaform.sandbox.load import LoadResult, consume, produce
-from tests.conftest import sandbox_broker
 
 pytestmark = pytest.mark.broker
 
@@ -47,12 +45,6 @@ PATTERNS = [
     "kafka.server:type=Request,*",
 ]
 ATTRIBUTES = ["byte-rate", "throttle-time", "request-time", "queue-size"]
-
-
-@pytest.fixture(scope="module")
-def jmx_broker() -> Iterator[SandboxBroker]:
-    with sandbox_broker(f"pytest-jmx-{os.getpid()}", options=BrokerOptions(jmx_port=0)) as b:
-        yield b
 
 
 def cli(*args: str) -> str:
