@@ -390,26 +390,14 @@ def _run_spark(
         cluster=request.cluster,
         broker=request.broker,
         scratch=request.out / "_staged",
+        known=sorted(configs),
     )
     usage = job.in_range(usage, request.since, request.until)
-    known = list(configs)
-    outside = usage.where(~F.col("cluster").isin(known)).groupBy("cluster").count().collect()
-    for row in outside:
-        count = int(row["count"])
-        rejected.count += count
-        rejected.by_reason["cluster"] += count
-        if len(rejected.examples) < 10:
-            rejected.examples.append(
-                f"cluster {row['cluster']}: {count} row(s): no quota configuration for "
-                f"cluster {row['cluster']!r}"
-            )
-    usage = usage.where(F.col("cluster").isin(known)).cache()
     usage_rows = usage.count()
-    if outside and usage_rows == 0:
+    if usage_rows == 0 and rejected.by_reason.get("cluster"):
         raise AnalyticsError(
-            "no usage row belongs to a configured cluster: the usage names "
-            f"{', '.join(sorted(str(r['cluster']) for r in outside))}, the configuration "
-            f"{', '.join(sorted(configs))}"
+            "no usage row belongs to a configured cluster ("
+            f"{', '.join(sorted(configs))}): {rejected.examples[0] if rejected.examples else ''}"
         )
     times["read"] = time.perf_counter() - start
     say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
@@ -507,30 +495,43 @@ def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> Non
 def _series_spark(
     usage: Any, top: Sequence[Mapping[str, Any]]
 ) -> dict[str, list[tuple[datetime, float, float | None]]]:
+    """The usage samples of the ``top`` groups over time: one query (a join
+    with the groups), not one scan per group."""
     from pyspark.sql import functions as F
 
     from quotaform.kafka.keys import QUOTA_KEYS
 
+    wanted = [r for r in top if r["samples"]]
+    if not wanted:
+        return {}
+    spark = usage.sparkSession
+    groups = spark.createDataFrame(
+        [
+            (
+                str(i),
+                r["cluster"],
+                r["broker"],
+                QUOTA_KEYS[r["quota_key"]].usage_metric,
+                r["user"],
+                r["client_id"],
+                r["ip"] or "",
+            )
+            for i, r in enumerate(wanted)
+        ],
+        "g string, cluster string, broker string, metric string, user string, client_id string, "
+        "ip string",
+    )
+    points = (
+        usage.where(~F.isnan("value"))
+        .withColumn("ip", F.coalesce(F.col("ip"), F.lit("")))
+        .join(F.broadcast(groups), ["cluster", "broker", "metric", "user", "client_id", "ip"])
+        .select("g", "timestamp", "value")
+        .collect()
+    )
     series: dict[str, list[tuple[datetime, float, float | None]]] = {}
-    for row in top:
-        if not row["samples"]:
-            continue
-        metric = QUOTA_KEYS[row["quota_key"]].usage_metric
-        cond = (
-            (F.col("cluster") == row["cluster"])
-            & (F.col("broker") == row["broker"])
-            & (F.col("metric") == metric)
-            & (F.col("user") == row["user"])
-            & (F.col("client_id") == row["client_id"])
-            & (F.col("ip").eqNullSafe(F.lit(row["ip"])))
-            & ~F.isnan("value")
+    for point in points:
+        row = wanted[int(point["g"])]
+        series.setdefault(_label(row), []).append(
+            (point["timestamp"], point["value"], row["quota_value"])
         )
-        points = (
-            usage.where(cond)
-            .select("timestamp", "value")
-            .orderBy("timestamp")
-            .limit(5000)
-            .collect()
-        )
-        series[_label(row)] = [(p["timestamp"], p["value"], row["quota_value"]) for p in points]
-    return series
+    return {k: sorted(v)[:5000] for k, v in series.items()}

@@ -44,9 +44,9 @@ def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def jmx_broker():  # type: ignore[no-untyped-def]
+def jmx_session_broker():  # type: ignore[no-untyped-def]
     """A sandbox broker with JMX on a loopback port (its quota MBeans), shared
-    by the tests that read the broker's metrics; each owns its quotas."""
+    by the tests that read the broker's metrics."""
     import os
 
     from quotaform.sandbox import BrokerOptions
@@ -54,3 +54,19 @@ def jmx_broker():  # type: ignore[no-untyped-def]
 
     with sandbox_broker(f"pytest-jmx-{os.getpid()}", options=BrokerOptions(jmx_port=0)) as broker:
         yield broker
+
+
+@pytest.fixture
+def jmx_broker(jmx_session_broker):  # type: ignore[no-untyped-def]
+    """The JMX broker with no client quotas at the start of the test: each test
+    owns every quota on it (they apply whole manifests, defaults included)."""
+    from .helpers import wipe
+
+    client = open_admin(
+        load_connection_settings(bootstrap_server=jmx_session_broker.bootstrap), read_only=False
+    )
+    try:
+        wipe(client)
+        yield jmx_session_broker
+    finally:
+        client.close()

@@ -89,15 +89,24 @@ def config_frame(spark: SparkSession, configs: Sequence[QuotaConfig]) -> DataFra
     return spark.createDataFrame(config_rows(configs), CONFIG_SCHEMA)
 
 
-def _checked(frame: DataFrame, where: Any) -> tuple[DataFrame, DataFrame]:
-    """``(valid rows typed as USAGE_SCHEMA, rejected rows with where + reason)``:
-    :func:`quotaform.analytics.usage.check_row` as columns."""
+def _checked(frame: DataFrame, where: Any, known: Sequence[str] | None = None) -> DataFrame:
+    """Every row typed as USAGE_SCHEMA plus ``_reason`` (why it cannot be
+    used, null when it can) and ``_where``: :func:`quotaform.analytics.usage.check_row`
+    as columns, and rows of clusters not in ``known`` refused."""
+    types = dict(frame.dtypes)
     text = {c: F.col(c).cast("string") for c in USAGE_COLUMNS}
     metrics = list(METRICS)
     ip_metrics = [m for m, (k, _) in METRICS.items() if "ip" in QUOTA_KEYS[k].entity_types]
     ts_text = text["timestamp"]
-    parsed_ts = F.when(ts_text.rlike(ISO_TIMESTAMP), F.try_to_timestamp(ts_text))
-    value = text["value"].try_cast("double")
+    # Typed columns (Parquet) need no parsing: only text is checked and parsed.
+    if types.get("timestamp", "").startswith("timestamp"):
+        parsed_ts = F.col("timestamp").cast("timestamp")
+    else:
+        parsed_ts = F.when(ts_text.rlike(ISO_TIMESTAMP), F.try_to_timestamp(ts_text))
+    if types.get("value") in ("double", "float", "int", "bigint"):
+        value = F.col("value").cast("double")
+    else:
+        value = text["value"].try_cast("double")
     ip = F.when(text["ip"] == "", F.lit(None)).otherwise(text["ip"])
     reason = (
         F.when(
@@ -137,8 +146,12 @@ def _checked(frame: DataFrame, where: Any) -> tuple[DataFrame, DataFrame]:
             F.lit("ip: only connection metrics carry an ip"),
         )
     )
-    staged = frame.withColumn("_reason", reason).withColumn("_where", where)
-    valid = staged.where(F.col("_reason").isNull()).select(
+    if known is not None:
+        reason = reason.when(
+            ~text["cluster"].isin(list(known)),
+            F.concat(F.lit("cluster: no quota configuration for cluster "), text["cluster"]),
+        )
+    return frame.select(
         text["cluster"].alias("cluster"),
         text["broker"].alias("broker"),
         parsed_ts.alias("timestamp"),
@@ -147,9 +160,9 @@ def _checked(frame: DataFrame, where: Any) -> tuple[DataFrame, DataFrame]:
         F.coalesce(text["client_id"], F.lit("")).alias("client_id"),
         ip.alias("ip"),
         value.alias("value"),
+        reason.alias("_reason"),
+        where.alias("_where"),
     )
-    rejected = staged.where(F.col("_reason").isNotNull()).select("_where", "_reason")
-    return valid, rejected
 
 
 def _with_columns(frame: DataFrame, path: str) -> DataFrame:
@@ -170,13 +183,16 @@ def read_usage_frame(
     cluster: str | None = None,
     broker: str | None = None,
     scratch: Path | None = None,
+    known: Sequence[str] | None = None,
 ) -> tuple[DataFrame, Rejections]:
     """The usage table as a DataFrame (USAGE_SCHEMA) and what was rejected.
 
     Generic files are read by Spark in parallel; Prometheus and JmxTool files
     are first streamed into JSON Lines under ``scratch`` (a big ``query_range``
-    document is never one task). Rejected rows are counted here (one Spark
-    action) and their first examples named by file and row or field.
+    document is never one task). Every row is checked once (rows of clusters
+    not in ``known`` are rejected too); the checked rows are cached, counted
+    by reason in one pass, and the first rejected ones named by file and row.
+    The returned DataFrame is cached: unpersist it when done.
     """
     rejected = Rejections()
     frames: list[DataFrame] = []
@@ -245,34 +261,45 @@ def read_usage_frame(
         frames.append(frame.select(*USAGE_COLUMNS, "_where"))
     if not frames:
         return spark.createDataFrame([], USAGE_SCHEMA), rejected
-    valid_parts, bad_parts = [], list(bad)
-    for frame in frames:
-        valid, rejects = _checked(frame, F.col("_where"))
-        valid_parts.append(valid)
-        bad_parts.append(rejects)
-    usage = valid_parts[0]
-    for part in valid_parts[1:]:
-        usage = usage.unionByName(part)
-    rejects = bad_parts[0]
-    for part in bad_parts[1:]:
-        rejects = rejects.unionByName(part)
-    counts = rejects.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect()
+
+    def check_all(with_where: bool) -> DataFrame:
+        parts = [_checked(f, F.col("_where"), known) for f in frames]
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.unionByName(part)
+        return merged if with_where else merged.drop("_where")
+
+    # The checked rows are cached without their file/row label (a string per
+    # row); the first rejected rows are found again, labelled, only if any.
+    checked = check_all(False).cache()
+    counts = checked.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect()
     for row in counts:
-        rejected.count += int(row["count"])
-        rejected.by_reason[str(row["kind"])] += int(row["count"])
-    if counts:
-        for row in rejects.limit(EXAMPLES_KEPT).collect():
+        if row["kind"] is not None:
+            rejected.count += int(row["count"])
+            rejected.by_reason[str(row["kind"])] += int(row["count"])
+    failed_parts = [f for f in bad]
+    if rejected.count:
+        failed_parts.insert(
+            0, check_all(True).where(F.col("_reason").isNotNull()).select("_where", "_reason")
+        )
+    for extra in bad:
+        for row in extra.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect():
+            rejected.count += int(row["count"])
+            rejected.by_reason[str(row["kind"])] += int(row["count"])
+    for part in failed_parts:
+        for row in part.limit(EXAMPLES_KEPT).collect():
             if len(rejected.examples) < EXAMPLES_KEPT:
                 rejected.examples.append(f"{row['_where']}: {row['_reason']}")
+    usage = checked.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS)
     return usage, rejected
 
 
 def write_table(frame: DataFrame, path: Path) -> None:
-    """Write ``frame`` as Parquet at ``path`` (a directory of part files),
-    replacing what is there."""
+    """Write ``frame`` as Parquet at ``path`` (a directory of part files, one
+    per partition: the computation stays parallel), replacing what is there."""
     if path.exists():
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-    frame.coalesce(1).write.mode("overwrite").parquet(str(path))
+    frame.write.mode("overwrite").parquet(str(path))
 
 
 def in_range(frame: DataFrame, since: datetime | None, until: datetime | None) -> DataFrame:

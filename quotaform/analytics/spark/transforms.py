@@ -88,21 +88,26 @@ def _needs_name(ladder: str, level: Column, etype: str) -> Column:
     return level.isin(numbers) if numbers else F.lit(False)
 
 
+#: Stands for "no name" (a default or absent part) in join keys, so joins
+#: are plain hash equi-joins (a real name never holds a NUL character).
+_NONE = "\u0000"
+
+
+def _key(column: Column) -> Column:
+    return F.coalesce(column, F.lit(_NONE))
+
+
 def _first_existing(
     requests: DataFrame, config: DataFrame, keys: Sequence[str], ladder: str
 ) -> DataFrame:
-    """For each distinct request (``keys`` + principal names ``p_user``,
-    ``p_client``, ``p_ip`` + an array ``levels`` in look-up order), the first
-    level whose entity for that principal sets the key in ``config``:
-    ``keys`` + ``found_level``, ``found_value``, ``found_entity`` (nulls when none)."""
+    """For each request (``keys`` + principal names ``p_user``, ``p_client``,
+    ``p_ip`` + an array ``levels`` in look-up order; the other columns are
+    kept), the first level whose entity for that principal sets the key in
+    ``config``: ``found_level``, ``found_value``, ``found_entity`` (nulls when
+    none). One explode, one broadcast hash join, one aggregation."""
     names = {USER: F.col("p_user"), CLIENT_ID: F.col("p_client"), IP: F.col("p_ip")}
-    exploded = requests.select(
-        *keys, "p_user", "p_client", "p_ip", F.posexplode("levels").alias("pos", "level")
-    )
-    for etype, column in _NAME_COLUMNS.items():
-        exploded = exploded.withColumn(
-            column, _named_at_level(ladder, F.col("level"), etype, names[etype])
-        )
+    payload = [c for c in requests.columns if c != "levels"]
+    exploded = requests.select(*payload, F.posexplode_outer("levels").alias("pos", "level"))
     unknown = functools.reduce(
         lambda a, b: a | b,
         [
@@ -110,48 +115,52 @@ def _first_existing(
             for etype in _NAME_COLUMNS
         ],
     )
-    candidates = exploded.where(~unknown)
+    # A level whose entity needs an unknown name cannot match: level -1.
+    exploded = exploded.withColumn(
+        "j_level", F.when(F.col("level").isNull() | unknown, F.lit(-1)).otherwise(F.col("level"))
+    )
+    for etype, column in _NAME_COLUMNS.items():
+        exploded = exploded.withColumn(
+            f"j_{column}", _key(_named_at_level(ladder, F.col("level"), etype, names[etype]))
+        )
     cfg = F.broadcast(
         config.where(F.col("ladder") == ladder).select(
-            "cluster",
-            "quota_key",
-            "level",
-            "n_user",
-            "n_client",
-            "n_ip",
-            F.col("value").alias("found_value"),
-            F.col("entity").alias("found_entity"),
+            F.col("cluster").alias("c_cluster"),
+            F.col("quota_key").alias("c_quota_key"),
+            F.col("level").alias("c_level"),
+            *[_key(F.col(c)).alias(f"c_{c}") for c in _NAME_COLUMNS.values()],
+            F.col("value").alias("c_value"),
+            F.col("entity").alias("c_entity"),
         )
-    ).alias("c")
-    c = candidates.alias("r")
-    joined = c.join(
-        cfg,
-        (F.col("r.cluster") == F.col("c.cluster"))
-        & (F.col("r.quota_key") == F.col("c.quota_key"))
-        & (F.col("r.level") == F.col("c.level"))
-        & F.col("r.n_user").eqNullSafe(F.col("c.n_user"))
-        & F.col("r.n_client").eqNullSafe(F.col("c.n_client"))
-        & F.col("r.n_ip").eqNullSafe(F.col("c.n_ip")),
     )
-    best = joined.groupBy(
-        *[F.col(f"r.{k}").alias(k) for k in (*keys, "p_user", "p_client", "p_ip")]
-    ).agg(
+    joined = exploded.join(
+        cfg,
+        (F.col("cluster") == F.col("c_cluster"))
+        & (F.col("quota_key") == F.col("c_quota_key"))
+        & (F.col("j_level") == F.col("c_level"))
+        & (F.col("j_n_user") == F.col("c_n_user"))
+        & (F.col("j_n_client") == F.col("c_n_client"))
+        & (F.col("j_n_ip") == F.col("c_n_ip")),
+        "left",
+    )
+    matched = F.when(F.col("c_level").isNotNull(), F.col("pos"))
+    best = joined.groupBy(*payload).agg(
         F.min_by(
             F.struct(
-                F.col("r.level").alias("found_level"),
-                F.col("found_value"),
-                F.col("found_entity"),
+                F.col("level").alias("found_level"),
+                F.col("c_value").alias("found_value"),
+                F.col("c_entity").alias("found_entity"),
             ),
-            F.col("r.pos"),
-        ).alias("best")
+            matched,
+        ).alias("best"),
+        F.min(matched).alias("_first"),
     )
-    on = [*keys, "p_user", "p_client", "p_ip"]
-    q, b = requests.alias("q"), best.alias("b")
-    return q.join(b, [F.col(f"q.{k}").eqNullSafe(F.col(f"b.{k}")) for k in on], "left").select(
-        *[F.col(f"q.{k}").alias(k) for k in requests.columns],
-        F.col("b.best.found_level").alias("found_level"),
-        F.col("b.best.found_value").alias("found_value"),
-        F.col("b.best.found_entity").alias("found_entity"),
+    found = F.col("_first").isNotNull()
+    return best.select(
+        *payload,
+        F.when(found, F.col("best.found_level")).alias("found_level"),
+        F.when(found, F.col("best.found_value")).alias("found_value"),
+        F.when(found, F.col("best.found_entity")).alias("found_entity"),
     )
 
 
@@ -228,6 +237,23 @@ def _metric_map(kind: str) -> Column:
     return F.create_map(*pairs)
 
 
+def _exact_percentile(values: Column, p: float) -> Column:
+    """The exact percentile of a sorted array with linear interpolation at
+    position ``p * (n - 1)``: :func:`quotaform.analytics.model.percentile`,
+    term for term (null for an empty array)."""
+    n = F.size(values)
+    position = (n - 1).cast("double") * F.lit(p)
+    low = F.floor(position).cast("int")
+    high = F.ceil(position).cast("int")
+    a = F.element_at(values, low + 1)
+    b = F.element_at(values, high + 1)
+    return (
+        F.when(n == 0, F.lit(None).cast("double"))
+        .when(low == high, a)
+        .otherwise(a + (b - a) * (position - low))
+    )
+
+
 def utilisation(usage: DataFrame, *, config: DataFrame) -> DataFrame:
     """Per observed (cluster, broker, group, key): the quota (from the group's
     tags), exact usage quantiles p50/p95/p99 (NaN samples left out), max,
@@ -235,40 +261,39 @@ def utilisation(usage: DataFrame, *, config: DataFrame) -> DataFrame:
     samples > 0 and ``censored``. The columns of
     :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`."""
     group = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
-    with_key = usage.withColumn("usage_key", _metric_map("usage")[F.col("metric")]).withColumn(
-        "throttle_key", _metric_map("throttle")[F.col("metric")]
+    usage_key = _metric_map("usage")[F.col("metric")]
+    throttle_key = _metric_map("throttle")[F.col("metric")]
+    is_usage = usage_key.isNotNull()
+    is_throttle = throttle_key.isNotNull()
+    # One pass, one shuffle: usage and throttle samples of a group together.
+    keyed = usage.where(is_usage | is_throttle).select(
+        "cluster",
+        "broker",
+        "user",
+        "client_id",
+        "ip",
+        F.coalesce(usage_key, throttle_key).alias("quota_key"),
+        is_usage.alias("is_usage"),
+        "value",
     )
-    used = (
-        with_key.where(F.col("usage_key").isNotNull())
-        .withColumn("quota_key", F.col("usage_key"))
-        .groupBy(*group)
-        .agg(
-            F.count(F.when(~F.isnan("value"), 1)).alias("samples"),
-            F.percentile(F.when(~F.isnan("value"), F.col("value")), list(PERCENTILES)).alias("q"),
-            F.max(F.when(~F.isnan("value"), F.col("value"))).alias("max"),
-        )
-        .select(
-            *group,
-            "samples",
-            *[F.col("q")[i].alias(name) for i, name in enumerate(("p50", "p95", "p99"))],
-            "max",
-        )
+    nan = F.isnan("value")
+    aggregated = keyed.groupBy(*group).agg(
+        F.sort_array(F.collect_list(F.when(F.col("is_usage") & ~nan, F.col("value")))).alias("v"),
+        F.max(F.col("is_usage").cast("int")).alias("has_usage"),
+        F.count(F.when(~F.col("is_usage"), 1)).alias("t_samples"),
+        # Spark orders NaN above every number: NaN > 0 must not count.
+        F.count(F.when(~F.col("is_usage") & (F.col("value") > 0) & ~nan, 1)).alias("t_over"),
     )
-    throttled = (
-        with_key.where(F.col("throttle_key").isNotNull())
-        .withColumn("quota_key", F.col("throttle_key"))
-        .groupBy(*group)
-        .agg(
-            F.count("*").alias("t_samples"),
-            # Spark orders NaN above every number: NaN > 0 must not count.
-            F.count(F.when((F.col("value") > 0) & ~F.isnan("value"), 1)).alias("t_over"),
-        )
-    )
-    u, t = used.alias("u"), throttled.alias("t")
-    joined = u.join(t, [F.col(f"u.{k}").eqNullSafe(F.col(f"t.{k}")) for k in group], "left").select(
-        *[F.col(f"u.{k}").alias(k) for k in (*group, "samples", "p50", "p95", "p99", "max")],
-        F.col("t.t_samples").alias("t_samples"),
-        F.col("t.t_over").alias("t_over"),
+    joined = aggregated.where(F.col("has_usage") == 1).select(
+        *group,
+        F.size("v").cast("long").alias("samples"),
+        *[
+            _exact_percentile(F.col("v"), p).alias(n)
+            for p, n in zip(PERCENTILES, ("p50", "p95", "p99"), strict=True)
+        ],
+        F.element_at("v", -1).alias("max"),
+        F.when(F.col("t_samples") > 0, F.col("t_samples")).alias("t_samples"),
+        F.col("t_over"),
     )
     resolved = resolve_groups(joined, config=config)
     return resolved.select(
