@@ -46,6 +46,8 @@ __all__ = [
     "ReadOnlyError",
     "SandboxError",
     "StalePlanError",
+    "StaleStorageError",
+    "StorageError",
 ]
 
 EXIT_OK = 0
@@ -242,6 +244,12 @@ class AnalyticsError(QuotaformError):
     names the file and the row or field."""
 
 
+class StorageError(QuotaformError):
+    """Storage-aware quotas: a bad volume snapshot (file, line, field), a
+    snapshot topic that is missing and may not be created, or volume usage
+    that cannot be read."""
+
+
 class ApplyCancelledError(QuotaformError):
     """apply was not approved (an answer other than ``yes``, or no input to
     read without ``--auto-approve``); nothing was sent."""
@@ -272,6 +280,15 @@ class StalePlanError(QuotaformError):
                 f"now {_quotas_text(m.after)}"
             )
         super().__init__("\n".join(lines))
+
+
+class StaleStorageError(StalePlanError):
+    """A saved plan scaled by a storage policy whose state or factor no
+    longer holds (volume usage moved since it was made); nothing was applied."""
+
+    def __init__(self, message: str) -> None:
+        self.moved = ()
+        QuotaformError.__init__(self, message)
 
 
 # ----------------------------------------------------------------- the broker

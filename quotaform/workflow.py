@@ -8,51 +8,72 @@ Kept apart from the CLI so tests and other front ends drive the same code.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from quotaform.cluster.connect import check_cluster, connect
 from quotaform.cluster.profiles import ClusterProfiles, resolve_settings
 from quotaform.cluster.read import ClusterReader, read_live_state
 from quotaform.cluster.wire.client import QuotaAdminClient
+from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import (
     ClusterConfigError,
     GuardRefusedError,
     PlanFileError,
     QuotaformError,
+    StaleStorageError,
 )
 from quotaform.manifest import load_manifests, manifest_clusters
 from quotaform.plan.diff import compute_plan
 from quotaform.plan.drift import DriftReport, compute_drift
-from quotaform.plan.model import Plan
+from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
 from quotaform.plan.review import PlanReview, mismatched, review_plan
 from quotaform.plan.state import ChangeBudget, DesiredState, Scope
+from quotaform.plan.storage import SCALED_KEY, StorageScaling, rescale, scale_desired
 from quotaform.render.words import violation_line
+from quotaform.storage import VolumeSource, evaluate_storage, scale_for_storage
 
 __all__ = [
+    "check_storage_holds",
     "detect_drift",
     "make_plan",
     "plan_clusters",
     "plan_desired",
     "refuse_unless_allowed",
     "review_saved_plan",
+    "storage_only",
 ]
 
 
 def plan_desired(
-    desired: DesiredState, client: QuotaAdminClient, *, flags: ChangeBudget | None = None
+    desired: DesiredState,
+    client: QuotaAdminClient,
+    *,
+    flags: ChangeBudget | None = None,
+    volumes: VolumeSource | None = None,
+    settings: ConnectionSettings | None = None,
 ) -> tuple[Plan, PlanReview]:
-    """Check the cluster, read the live state in ``desired``'s scope, diff,
-    and review the plan (``flags`` over the manifests' budget).
+    """Check the cluster, read the live state in ``desired``'s scope, scale
+    the declared ``producer_byte_rate`` values by the storage policy (when
+    the manifests declare one; volume usage from ``volumes``, default the
+    cluster's DescribeLogDirs), diff, and review the plan (``flags`` over the
+    manifests' budget).
 
     Raises:
         ClusterMismatchError: wrong cluster.
         BrokerError: the describe failed.
+        StorageError: volume usage could not be read.
     """
     cluster_id = check_cluster(desired, client)
     live = read_live_state(client, desired.scope, cluster_id=cluster_id)
-    plan = compute_plan(desired, live)
-    return plan, review_plan(plan, desired, flags)
+    scaled, scaling = scale_for_storage(
+        desired, live, volumes or VolumeSource(), client=client, settings=settings
+    )
+    plan = compute_plan(scaled, live)
+    if scaling is not None:
+        plan = replace(plan, storage=scaling)
+    return plan, review_plan(plan, scaled, flags)
 
 
 def make_plan(
@@ -61,6 +82,8 @@ def make_plan(
     *,
     cluster: str | None = None,
     flags: ChangeBudget | None = None,
+    volumes: VolumeSource | None = None,
+    settings: ConnectionSettings | None = None,
 ) -> tuple[DesiredState, Plan, PlanReview]:
     """Load the manifests (for ``cluster``, see
     :func:`~quotaform.manifest.load_manifests`), then :func:`plan_desired`.
@@ -71,7 +94,7 @@ def make_plan(
         BrokerError: the describe failed.
     """
     desired = load_manifests(paths, cluster=cluster)
-    plan, review = plan_desired(desired, client, flags=flags)
+    plan, review = plan_desired(desired, client, flags=flags, volumes=volumes, settings=settings)
     return desired, plan, review
 
 
@@ -106,6 +129,8 @@ def review_saved_plan(
         )
         planned = {c.entity for c in plan.changes}
         return review_plan(plan, stand_in, flags, in_scope=planned.__contains__)
+    if desired.storage is not None and plan.storage is not None:
+        desired, _ = rescale(desired, desired.storage, plan.storage.state, plan.storage.factor)
     wrong = mismatched(plan, desired)
     if wrong:
         names = "; ".join(e.label() for e in wrong[:10])
@@ -118,8 +143,70 @@ def review_saved_plan(
     return review_plan(plan, desired, flags)
 
 
-def detect_drift(desired: DesiredState, client: ClusterReader) -> DriftReport:
+def check_storage_holds(
+    plan: Plan,
+    desired: DesiredState | None,
+    client: QuotaAdminClient,
+    *,
+    volumes: VolumeSource | None = None,
+    settings: ConnectionSettings | None = None,
+) -> StorageScaling | None:
+    """For ``apply PLANFILE``: the storage scaling now, when the saved plan was
+    scaled; refuses the plan when its state or factor no longer holds.
+
+    Raises:
+        StalePlanError: the state changed, or the factor moved by more than
+            one hysteresis step since the plan was made (nothing applied).
+        StorageError: volume usage could not be read.
+    """
+    if plan.storage is None:
+        return None
+    policy = desired.storage if desired is not None else None
+    if policy is None:
+        raise PlanFileError(
+            "the saved plan was scaled by a storage policy: give apply the manifests too "
+            "(apply PLANFILE PATH...), so the factor can be checked before anything is sent"
+        )
+    live = {s.entity: {SCALED_KEY: s.written} for s in plan.storage.scaled}
+    evaluation = evaluate_storage(
+        policy, volumes or VolumeSource(), client=client, settings=settings
+    )
+    _, now = scale_desired(desired, policy, evaluation, live)  # type: ignore[arg-type]
+    if not plan.storage.holds(now):
+        raise StaleStorageError(
+            f"the storage factor no longer holds: the plan was made for {plan.storage.state.value} "
+            f"{plan.storage.factor:.2f}, volume usage now gives {now.state.value} "
+            f"{now.factor:.2f} ({now.reason or 'every volume within its soft limit'}); "
+            "nothing applied. Plan again."
+        )
+    return now
+
+
+def storage_only(plan: Plan) -> tuple[Plan, tuple[EntityChange, ...]]:
+    """Split ``plan`` for ``storage watch``: the plan of the storage scalings
+    alone (changes whose only key change is a scaled ``producer_byte_rate``),
+    and every other pending change (left for a reviewed ``apply``)."""
+    scaled = plan.storage.declared() if plan.storage is not None else {}
+    mine, others = [], []
+    for change in plan.pending:
+        if change.entity in scaled and all(kc.key == SCALED_KEY for kc in change.key_changes):
+            mine.append(change)
+        else:
+            others.append(change)
+    return replace(plan, changes=tuple(mine)), tuple(others)
+
+
+def detect_drift(
+    desired: DesiredState,
+    client: ClusterReader,
+    *,
+    volumes: VolumeSource | None = None,
+    settings: ConnectionSettings | None = None,
+) -> DriftReport:
     """Check the cluster id, read the live state and compare: ``quotaform drift``.
+    With a storage policy, live is compared with the declared values times
+    the current factor: a scaled quota is not drift, and a scale still to
+    apply is reported as such (``DriftReport.scale_pending``).
 
     ``client`` should be opened read-only: nothing here alters. Load the
     manifests first, so bad manifests fail before any connection is made.
@@ -131,7 +218,14 @@ def detect_drift(desired: DesiredState, client: ClusterReader) -> DriftReport:
     """
     cluster_id = check_cluster(desired, client)
     live = read_live_state(client, desired.scope, cluster_id=cluster_id)
-    return compute_drift(desired, live)
+    scaled, scaling = scale_for_storage(
+        desired,
+        live,
+        volumes or VolumeSource(),
+        client=client,  # type: ignore[arg-type]
+        settings=settings,
+    )
+    return compute_drift(scaled, live, storage=scaling)
 
 
 def plan_clusters(

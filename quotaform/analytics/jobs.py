@@ -46,10 +46,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: ``--engine auto`` uses Spark from this much usage input on (bytes on disk;
-#: see ``benchmarks/README.md``: below it the Python engine finishes first,
-#: Spark's start-up included).
-AUTO_SPARK_BYTES = 48 * 1024 * 1024
+#: ``--engine auto`` uses Spark from this much Parquet usage input on (bytes on
+#: disk). Measured on local[2] (``benchmarks/results/analytics_crossover.json``):
+#: Python 18.5 s vs Spark 30.0 s at 1M rows (10.4 MiB), Spark 69.8 s at 10M;
+#: the lines cross near 1.9M rows, about 20 MiB of Parquet.
+AUTO_SPARK_BYTES = 20 * 1024 * 1024
+#: Text formats (CSV, JSON Lines, Prometheus, JmxTool) hold fewer rows per byte
+#: than Parquet: 7.4x (CSV) and 14.6x (JSON Lines) the bytes for the same
+#: 100,000 benchmark rows; 8 is used, so text input stays on Python a bit longer.
+TEXT_BYTES_PER_PARQUET_BYTE = 8
 #: Rows of each table shown in the reports.
 TOP_ROWS = 20
 #: Groups plotted over time in the HTML report.
@@ -158,7 +163,10 @@ def choose_engine(request: AnalyzeRequest) -> Engine:
     """``request.engine``, with ``auto`` resolved by the usage input's size."""
     if request.engine is not Engine.auto:
         return request.engine
-    size = sum(p.stat().st_size for p in usage_files(request.usage))
+    size = sum(
+        p.stat().st_size / (1 if p.suffix == ".parquet" else TEXT_BYTES_PER_PARQUET_BYTE)
+        for p in usage_files(request.usage)
+    )
     return Engine.spark if size >= AUTO_SPARK_BYTES else Engine.python
 
 

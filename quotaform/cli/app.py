@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "snapshot": ("analyze", "Write the live quotas as JSON Lines, for analyze (read-only)."),
     "export": ("export", "Write a manifest of the live quotas (read-only)."),
     "import": ("export", "Add live entities to an existing manifest (read-only)."),
+    "storage": ("storage", "Storage-aware producer quotas: volume usage, state, watch."),
     "unlock": ("unlock", "Release the apply lock a killed apply left behind."),
     "sandbox": ("sandbox", "Run a local single-node Kafka broker."),
 }

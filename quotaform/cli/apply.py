@@ -28,13 +28,16 @@ from quotaform.cli.options import (
     ClusterOption,
     CommandConfig,
     ConfigOption,
+    FromTopicOption,
     MaxDeleteFractionOption,
     MaxDeletesOption,
     MaxRelaxFactorOption,
     Output,
+    SnapshotsOption,
     Timeout,
     budget_flags,
     target,
+    volume_source,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cli.plan import print_plan
@@ -61,7 +64,12 @@ from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget, DesiredState
 from quotaform.render.apply import render_apply_text
-from quotaform.workflow import plan_desired, refuse_unless_allowed, review_saved_plan
+from quotaform.workflow import (
+    check_storage_holds,
+    plan_desired,
+    refuse_unless_allowed,
+    review_saved_plan,
+)
 
 __all__ = ["apply", "register"]
 
@@ -208,6 +216,8 @@ def apply(
             "create the lock topic); concurrent applies are then not serialized.",
         ),
     ] = False,
+    snapshots: SnapshotsOption = None,
+    from_topic: FromTopicOption = None,
 ) -> None:
     """Plan, ask for 'yes', then apply: validate_only pre-check, alter, read-back.
 
@@ -255,6 +265,7 @@ def apply(
         near=manifests,
         timeout=timeout,
     )
+    volumes = volume_source(snapshots, from_topic)
     plan_to = err if output is OutputFormat.json else console
     with (
         connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client,
@@ -266,12 +277,17 @@ def apply(
                 review = _judge_saved(
                     saved_plan, manifests[0], desired, where.cluster, flags, client, err
                 )
+                check_storage_holds(
+                    saved_plan, desired, client, volumes=volumes, settings=where.settings
+                )
             except StalePlanError as exc:
                 the_review = review_saved_plan(saved_plan, desired, flags)
                 _stop(the_plan, the_review, ApplyStatus.STALE, exc, output, console)
         else:
             assert desired is not None
-            the_plan, review = plan_desired(desired, client, flags=flags)
+            the_plan, review = plan_desired(
+                desired, client, flags=flags, volumes=volumes, settings=where.settings
+            )
         # With -o json the plan goes to standard error as text: stdout carries one document.
         print_plan(
             the_plan, review, OutputFormat.text if output is OutputFormat.json else output, plan_to

@@ -21,9 +21,12 @@ from quotaform.cli.options import (
     ClusterOption,
     CommandConfig,
     ConfigOption,
+    FromTopicOption,
     Manifests,
+    SnapshotsOption,
     Timeout,
     manifests_and_target,
+    volume_source,
 )
 from quotaform.cli.output import OutputFormat, emit
 from quotaform.cluster.connect import connect
@@ -62,6 +65,8 @@ def drift(
     config: ConfigOption = None,
     timeout: Timeout = None,
     output: Output = OutputFormat.text,
+    snapshots: SnapshotsOption = None,
+    from_topic: FromTopicOption = None,
 ) -> None:
     """Report how the cluster differs from the manifests; never changes it.
 
@@ -75,7 +80,12 @@ def drift(
         manifests, cluster, config, bootstrap_server, command_config, timeout
     )
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        report = detect_drift(desired, client)
+        report = detect_drift(
+            desired,
+            client,
+            volumes=volume_source(snapshots, from_topic),
+            settings=where.settings,
+        )
     _print_report(report, output)
     if not report.in_sync:
         raise typer.Exit(EXIT_CHANGES)

@@ -26,6 +26,7 @@ from quotaform.cluster.profiles import (
 from quotaform.cluster.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
 from quotaform.manifest import load_manifests
 from quotaform.plan.state import ChangeBudget, DesiredState
+from quotaform.storage import VolumeSource
 
 __all__ = [
     "AllClustersOption",
@@ -179,6 +180,41 @@ AllowRelaxOption = Annotated[
     bool,
     typer.Option("--allow-relax", help="Allow raising or removing quotas beyond the factor."),
 ]
+
+
+SnapshotsOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--snapshots",
+        metavar="PATH",
+        help="Storage policy: volume usage from snapshot files or directories (the "
+        "Strimzi Volume Metrics snapshot, JSON / JSON Lines; "
+        "schemas/volume-snapshot.schema.json) instead of DescribeLogDirs. Repeatable.",
+        show_default=False,
+    ),
+]
+FromTopicOption = Annotated[
+    str | None,
+    typer.Option(
+        "--from-topic",
+        metavar="TOPIC",
+        help="Storage policy: volume usage from this compacted snapshot topic (keyed by "
+        "broker id; the latest record per broker wins) instead of DescribeLogDirs.",
+        show_default=False,
+    ),
+]
+
+
+def volume_source(snapshots: list[Path] | None, from_topic: str | None) -> VolumeSource:
+    """The storage policy's volume usage source from ``--snapshots`` /
+    ``--from-topic`` (neither: the cluster's DescribeLogDirs).
+
+    Raises:
+        typer.BadParameter: both given.
+    """
+    if snapshots and from_topic:
+        raise typer.BadParameter("give --snapshots or --from-topic, not both")
+    return VolumeSource(snapshots=tuple(snapshots or ()), topic=from_topic)
 
 
 def budget_flags(

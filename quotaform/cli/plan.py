@@ -23,14 +23,17 @@ from quotaform.cli.options import (
     ClusterOption,
     CommandConfig,
     ConfigOption,
+    FromTopicOption,
     Manifests,
     MaxDeleteFractionOption,
     MaxDeletesOption,
     MaxRelaxFactorOption,
     Output,
+    SnapshotsOption,
     Timeout,
     budget_flags,
     manifests_and_target,
+    volume_source,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cluster.connect import connect
@@ -96,6 +99,8 @@ def plan(
             show_default=False,
         ),
     ] = None,
+    snapshots: SnapshotsOption = None,
+    from_topic: FromTopicOption = None,
 ) -> None:
     """Show what apply would change. Reads the cluster with a read-only client.
 
@@ -144,7 +149,13 @@ def plan(
         manifests, cluster, config, bootstrap_server, command_config, timeout
     )
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        the_plan, review = plan_desired(desired, client, flags=flags)
+        the_plan, review = plan_desired(
+            desired,
+            client,
+            flags=flags,
+            volumes=volume_source(snapshots, from_topic),
+            settings=where.settings,
+        )
     print_plan(the_plan, review, output)
     if review.violations:
         raise GuardRefusedError(

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from quotaform.formats.plan import ProbeDoc, probe_doc
+from quotaform.formats.plan import ProbeDoc, StorageDoc, probe_doc, storage_doc
 from quotaform.plan.drift import DRIFT_FORMAT_VERSION, DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
 from quotaform.render.drift import drift_summary_line
@@ -95,6 +95,16 @@ class DriftDocument(BaseModel):
         description="Every declared probe with the keys whose effective quota, source or "
         "quota group differs: before = as the manifests declare, after = as the cluster holds.",
     )
+    storage: StorageDoc | None = Field(
+        default=None,
+        description="Storage-aware quotas: the scaling the declared producer_byte_rate "
+        "values were compared after (declared = declared x the current factor).",
+    )
+    scale_pending: list[EntityDriftDoc] = Field(
+        default_factory=list,
+        description="Entities whose only difference is a scaled producer_byte_rate live at "
+        "an earlier factor: a scale still to apply, not drift.",
+    )
 
 
 def _entity_doc(drift: EntityChange) -> EntityDriftDoc:
@@ -136,6 +146,8 @@ def drift_document(report: DriftReport) -> DriftDocument:
         warnings=list(report.warnings),
         live_state_rpcs=dict(sorted(report.rpc_counts.items())),
         probes=[probe_doc(i) for i in report.probes],
+        storage=storage_doc(report.storage),
+        scale_pending=[_entity_doc(d) for d in report.scale_pending],
     )
 
 

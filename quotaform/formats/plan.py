@@ -12,6 +12,7 @@ to the same :class:`~quotaform.plan.model.Plan` and
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +39,7 @@ from quotaform.plan.model import (
 )
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget, Probe, SourceLocation
+from quotaform.plan.storage import ScaledKey, StorageScaling, StorageState
 from quotaform.render.words import (
     allow_flag,
     fallback_text,
@@ -180,6 +182,36 @@ class SummaryDoc(BaseModel):
     no_op: int = Field(alias="no-op")
 
 
+class ScaledKeyDoc(BaseModel):
+    """One entity's producer_byte_rate under the storage policy (bytes/s)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    entity: dict[str, str | None]
+    declared: float = Field(description="The manifests' value, bytes/s.")
+    written: float = Field(description="What the plan writes: declared x factor, bytes/s.")
+    source: str | None = None
+
+
+class StorageDoc(BaseModel):
+    """What the storage policy (spec.storagePolicy) did to the declared values."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    state: Literal["OPEN", "THROTTLE", "PAUSE"]
+    factor: float = Field(ge=0, le=1, description="The factor written (a multiple of the step).")
+    computed_factor: float = Field(description="The volumes' own factor, before the step.")
+    held: bool = Field(description="The live factor was kept (within one hysteresis step).")
+    reason: str | None = Field(description="Which broker and volume decide.")
+    snapshot_ages: dict[str, float | None] = Field(
+        description="Broker id -> age of its volume snapshot in seconds (null: none)."
+    )
+    lack_of_data: bool = Field(description="onUnknown decided the state.")
+    step: float
+    pause_rate: float = Field(description="bytes/s written under PAUSE.")
+    evaluated_at: datetime | None = None
+    scaled: list[ScaledKeyDoc]
+    exempt: list[dict[str, str | None]] = Field(default_factory=list)
+
+
 class PlanDocument(BaseModel):
     """A quotaform plan (JSON)."""
 
@@ -222,6 +254,11 @@ class PlanDocument(BaseModel):
         default_factory=list,
         description="The live entities outside the scope with their quotas: never changed, "
         "kept so the plan can be explained (explain --plan).",
+    )
+    storage: StorageDoc | None = Field(
+        default=None,
+        description="Storage-aware quotas: the state, factor and snapshot ages the plan's "
+        "producer_byte_rate values were scaled by; null without a storage policy.",
     )
 
 
@@ -305,6 +342,54 @@ def plan_document(plan: Plan, review: PlanReview) -> PlanDocument:
             OutsideDoc(entity=e.as_dict(), quotas=dict(sorted(q.items())))
             for e, q in sorted(plan.outside.items(), key=lambda p: p[0].sort_key())
         ],
+        storage=storage_doc(plan.storage),
+    )
+
+
+def storage_doc(scaling: StorageScaling | None) -> StorageDoc | None:
+    """The JSON model of a storage scaling (``None`` passes through)."""
+    if scaling is None:
+        return None
+    return StorageDoc(
+        state=scaling.state.value,
+        factor=scaling.factor,
+        computed_factor=round(scaling.computed, 6),
+        held=scaling.held,
+        reason=scaling.reason,
+        snapshot_ages={b: None if a is None else round(a, 3) for b, a in scaling.ages.items()},
+        lack_of_data=scaling.lack_of_data,
+        step=scaling.step,
+        pause_rate=scaling.pause_rate,
+        evaluated_at=scaling.evaluated_at,
+        scaled=[
+            ScaledKeyDoc(
+                entity=k.entity.as_dict(), declared=k.declared, written=k.written, source=k.source
+            )
+            for k in scaling.scaled
+        ],
+        exempt=[e.as_dict() for e in scaling.exempt],
+    )
+
+
+def _storage(doc: StorageDoc | None) -> StorageScaling | None:
+    if doc is None:
+        return None
+    return StorageScaling(
+        state=StorageState(doc.state),
+        factor=doc.factor,
+        computed=doc.computed_factor,
+        held=doc.held,
+        reason=doc.reason,
+        ages=dict(doc.snapshot_ages),
+        lack_of_data=doc.lack_of_data,
+        scaled=tuple(
+            ScaledKey(Entity.from_mapping(k.entity), k.declared, k.written, k.source)
+            for k in doc.scaled
+        ),
+        exempt=tuple(Entity.from_mapping(e) for e in doc.exempt),
+        step=doc.step,
+        pause_rate=doc.pause_rate,
+        evaluated_at=doc.evaluated_at,
     )
 
 
@@ -396,6 +481,7 @@ def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
         rpc_counts=dict(doc.live_state_rpcs),
         warnings=tuple(doc.warnings),
         outside={Entity.from_mapping(o.entity): dict(o.quotas) for o in doc.outside_scope},
+        storage=_storage(doc.storage),
     )
     fallbacks = {
         (Entity.from_mapping(c.entity), k.key): fallback

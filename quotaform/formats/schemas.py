@@ -15,6 +15,9 @@ indent, trailing newline); unit tests fail when a checked-in file is stale.
 * ``usage.schema.json``: one row of the usage table (input).
 * ``snapshot.schema.json``: one line of ``quotaform snapshot`` (input).
 * ``multicluster.schema.json``: ``plan --all-clusters -o json``.
+* ``volume-snapshot.schema.json``: one Volume Metrics snapshot record (the
+  Strimzi proposal's, whose JSON Schema is the authority; input and output).
+* ``storage-status.schema.json``: ``storage status -o json``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from quotaform.formats.explain import ExplainDocument
 from quotaform.formats.multicluster import MultiClusterDocument
 from quotaform.formats.plan import PlanDocument
 from quotaform.formats.planfile import PlanFileDocument
+from quotaform.formats.storage import StorageStatusDocument, VolumeSnapshotRecord
 from quotaform.manifest.schema import manifest_json_schema
 
 __all__ = ["SCHEMAS", "document_schema", "main", "render_schema"]
@@ -83,6 +87,12 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "describe.schema.json": lambda: document_schema(
         DescribeDocument, "describe.schema.json", "quotaform live quotas (describe)"
+    ),
+    "volume-snapshot.schema.json": lambda: document_schema(
+        VolumeSnapshotRecord, "volume-snapshot.schema.json", "Volume Metrics snapshot (one broker)"
+    ),
+    "storage-status.schema.json": lambda: document_schema(
+        StorageStatusDocument, "storage-status.schema.json", "quotaform storage status"
     ),
 }
 

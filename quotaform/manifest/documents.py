@@ -34,6 +34,7 @@ from quotaform.manifest.models import (
     QuotaEntry,
     QuotaValues,
     ScopeEntry,
+    StoragePolicySpec,
 )
 from quotaform.manifest.yamlsource import Loc, compose_documents, describe_yaml_error, locate
 from quotaform.plan.state import SourceLocation
@@ -162,6 +163,7 @@ class Document:
     protect: list[tuple[int, ProtectEntry]] = field(default_factory=list)
     probes: list[tuple[int, ProbeSpec]] = field(default_factory=list)
     budget: dict[str, float | int] = field(default_factory=dict)  # YAML name -> value
+    storage: StoragePolicySpec | None = None  # spec.storagePolicy, when valid
 
     def locate(self, *loc: int | str) -> tuple[int | None, str]:
         return locate(self.node, loc)
@@ -281,6 +283,7 @@ def _parse_document(
     doc.quotas = list(enumerate(model.spec.quotas))
     doc.protect = list(enumerate(model.spec.protect or ()))
     doc.probes = list(enumerate(model.spec.probes or ()))
+    doc.storage = model.spec.storage_policy
     if model.spec.change_budget is not None:
         doc.budget = _budget_values(model.spec.change_budget)
     return doc

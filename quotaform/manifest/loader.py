@@ -35,6 +35,7 @@ from quotaform.plan.state import (
     ScopeRule,
     SourceLocation,
 )
+from quotaform.plan.storage import SCALED_KEY, StoragePolicy
 
 _log = logging.getLogger(__name__)
 
@@ -400,6 +401,45 @@ def _shadow_warnings(entities: Mapping[Entity, DesiredEntity]) -> list[ManifestP
     return found
 
 
+def _storage_policy(
+    docs: Sequence[Document],
+    declared: Mapping[Entity, DesiredEntity],
+    problems: list[ManifestProblem],
+    warnings: list[ManifestProblem],
+) -> StoragePolicy | None:
+    """``spec.storagePolicy``: documents that declare one must agree; every
+    ``appliesTo`` entity must be declared with ``producer_byte_rate`` (else it
+    would silently scale nothing); an ``exempt`` entity that is not is a warning."""
+    with_policy = [d for d in docs if d.storage is not None]
+    if not with_policy:
+        return None
+    spec = _agree(
+        [(d, d.storage.model_dump(mode="json", by_alias=True)) for d in with_policy if d.storage],
+        ("spec", "storagePolicy"),
+        "agree on storagePolicy",
+        problems,
+    )
+    if spec is None:
+        return None
+    first = with_policy[0]
+    assert first.storage is not None
+    policy = first.storage.to_policy(first.source("spec", "storagePolicy"))
+    for field, entities in (("appliesTo", policy.applies_to or ()), ("exempt", policy.exempt)):
+        for index, entity in enumerate(entities):
+            wanted = declared.get(entity)
+            if wanted is not None and SCALED_KEY in wanted.quotas:
+                continue
+            what = (
+                "the policy would scale nothing for it"
+                if field == "appliesTo"
+                else "nothing to exempt"
+            )
+            message = f"{entity.label()} is not declared with {SCALED_KEY}: {what}"
+            target = problems if field == "appliesTo" else warnings
+            target.append(first.problem(message, "spec", "storagePolicy", field, index))
+    return policy
+
+
 def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -> DesiredState:
     """Load, validate and merge manifest files into one :class:`DesiredState`.
 
@@ -475,6 +515,9 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
     if problems:
         raise ManifestError(problems)
     merged = {e: _merge(shared.get(e), own.get(e)) for e in {**shared, **own}}
+    storage = _storage_policy(docs, merged, problems, warnings)
+    if problems:
+        raise ManifestError(problems)
     warnings += _shadow_warnings(merged)
     _log.info(
         "loaded %d entities for cluster %r in %.3f s",
@@ -491,4 +534,5 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
         protected=protected,
         budget=budget,
         probes=probes,
+        storage=storage,
     )

@@ -12,6 +12,7 @@ become the JSON Schema's descriptions (``schemas/manifest.schema.json``).
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -32,7 +33,8 @@ from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.keys import QUOTA_KEYS, ValueType
 from quotaform.kafka.resolution import Principal
 from quotaform.kafka.units import parse_quota_value, render_raw, value_pattern
-from quotaform.plan.state import ChangeBudget
+from quotaform.plan.state import ChangeBudget, SourceLocation
+from quotaform.plan.storage import Limit, LimitType, OnUnknown, StoragePolicy
 
 __all__ = [
     "ALL_CLUSTERS",
@@ -41,6 +43,7 @@ __all__ = [
     "ChangeBudgetSpec",
     "DefaultEntity",
     "EntitySpec",
+    "LimitSpec",
     "ManifestDocument",
     "Metadata",
     "ProbeSpec",
@@ -50,7 +53,9 @@ __all__ = [
     "ScopeEntry",
     "ScopePrefixes",
     "Spec",
+    "StoragePolicySpec",
     "normalise_ip",
+    "parse_duration",
 ]
 
 API_VERSION = "quotaform.io/v1"
@@ -590,6 +595,207 @@ class Metadata(BaseModel):
         return (self.cluster,) if self.cluster is not None else tuple(self.clusters or ())
 
 
+# ----------------------------------------------------------------- storage policy
+
+_DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from ``30``, ``"30s"``, ``"5m"``, ``"1h"``, ``"1.5d"``, ``"500ms"``.
+
+    Raises:
+        ValueError: anything else, or not above 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {render_raw(value)}")
+    if isinstance(value, str):
+        match = _DURATION_RE.match(value)
+        if match is None:
+            raise ValueError(f"{render_raw(value)} is not a duration (examples: 30s, 5m, 1h)")
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        seconds = float(value)
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise ValueError(f"a duration must be above 0, got {render_raw(value)}")
+    return seconds
+
+
+class LimitSpec(BaseModel):
+    """A soft or hard storage limit (the Strimzi proposal's Limit Definition):
+    ConsumedBytes (breached when a volume's consumed bytes exceed the level;
+    the proposal's text calls it ConsumedSpace, also accepted), MinFreeBytes
+    (breached when free bytes drop below the level), MinFreePercentage
+    (breached when the free share of capacity drops below the level)."""
+
+    model_config = _CONFIG
+
+    type: str = Field(
+        description="ConsumedBytes (alias ConsumedSpace), MinFreeBytes or MinFreePercentage.",
+        json_schema_extra={
+            "enum": ["ConsumedBytes", "ConsumedSpace", "MinFreeBytes", "MinFreePercentage"]
+        },
+    )
+    level: float | int | str = Field(
+        description="Bytes for ConsumedBytes and MinFreeBytes (50GiB, 1TB, 1073741824); "
+        'a percentage of capacity for MinFreePercentage (5, "5%", 0 < level < 100).'
+    )
+
+    @field_validator("type", mode="after")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        try:
+            return LimitType.parse(value).value
+        except ValueError:
+            raise ValueError(
+                f"{render_raw(value)} is not a limit type: ConsumedBytes, MinFreeBytes or "
+                "MinFreePercentage"
+            ) from None
+
+    @model_validator(mode="after")
+    def _check_level(self) -> LimitSpec:
+        self.to_limit()
+        return self
+
+    def to_limit(self) -> Limit:
+        """The :class:`~quotaform.plan.storage.Limit` (level in bytes or %).
+
+        Raises:
+            ValueError: a level that is not a size (bytes types) or not within
+                0..100 (MinFreePercentage).
+        """
+        kind = LimitType.parse(self.type)
+        if kind is LimitType.MIN_FREE_PERCENTAGE:
+            level = parse_quota_value("request_percentage", self.level)
+            if not 0 < level < 100:
+                raise ValueError(f"a MinFreePercentage level is within 0..100, got {level:g}")
+            return Limit(kind, level)
+        try:
+            return Limit(kind, parse_quota_value("producer_byte_rate", self.level))
+        except ValueError as exc:
+            raise ValueError(
+                str(exc).replace("producer_byte_rate", f"{kind.value} level")
+            ) from None
+
+
+class StoragePolicySpec(BaseModel):
+    """Storage-aware producer quotas: scale the declared producer_byte_rate of
+    the entities it applies to by a factor from cluster-wide volume usage
+    (the Strimzi volume-usage policy, run from outside the broker). Per volume:
+    factor 1 while the soft limit complies, the share of the soft-to-hard
+    distance that remains between them, PAUSE at or past the hard limit; the
+    most restrictive volume of the cluster wins."""
+
+    model_config = _CONFIG
+
+    soft: LimitSpec = Field(description="Where throttling starts.")
+    hard: LimitSpec = Field(description="Where produce is paused (pauseRate).")
+    stale_after: float | int | str = Field(
+        default="5m",
+        alias="staleAfter",
+        description="A broker whose latest snapshot is older than this is unknown "
+        "(30s, 5m, 1h; default 5m).",
+    )
+    on_unknown: Literal["PAUSE", "OPEN"] = Field(
+        default="PAUSE",
+        alias="onUnknown",
+        description="What a broker or volume that cannot report does: PAUSE (the "
+        "fail-safe, default) or OPEN (judge the brokers that reported).",
+    )
+    applies_to: list[EntitySpec] | None = Field(
+        default=None,
+        alias="appliesTo",
+        description="The declared entities whose producer_byte_rate is scaled "
+        "(default: every declared entity with one).",
+    )
+    exempt: list[EntitySpec] | None = Field(
+        default=None,
+        description="Entities never scaled (platform services, the snapshot publisher).",
+    )
+    pause_rate: float | int | str = Field(
+        default=1024,
+        alias="pauseRate",
+        description="The producer_byte_rate written under PAUSE (the broker rejects 0); "
+        "bytes/s, default 1KiB. Never above an entity's declared value.",
+    )
+    hysteresis: float | int | str = Field(
+        default="5%",
+        description="The factor's step (5%, or 0.05): factors are rounded down to "
+        "multiples of it and quotas are rewritten only when the state changes or the "
+        "factor moves by more than one step. Within 0..50%.",
+    )
+
+    _no_null = field_validator(
+        "stale_after", "applies_to", "exempt", "pause_rate", "hysteresis", mode="before"
+    )(_reject_null)
+
+    @field_validator("stale_after", mode="after")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        parse_duration(value)
+        return value
+
+    @field_validator("pause_rate", mode="after")
+    @classmethod
+    def _rate(cls, value: object) -> object:
+        parse_quota_value("producer_byte_rate", value)
+        return value
+
+    @field_validator("hysteresis", mode="after")
+    @classmethod
+    def _step(cls, value: object) -> object:
+        _parse_step(value)
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> StoragePolicySpec:
+        soft, hard = self.soft.to_limit(), self.hard.to_limit()
+        if soft.type is hard.type:
+            looser = (
+                soft.level < hard.level
+                if soft.type is LimitType.CONSUMED_BYTES
+                else soft.level > hard.level
+            )
+            if not looser:
+                raise ValueError(
+                    f"the soft limit ({soft}) must be reached before the hard limit ({hard}): "
+                    + (
+                        "for ConsumedBytes the soft level is the smaller"
+                        if soft.type is LimitType.CONSUMED_BYTES
+                        else f"for {soft.type.value} the soft level is the larger"
+                    )
+                )
+        return self
+
+    def to_policy(self, source: SourceLocation | None = None) -> StoragePolicy:
+        """The :class:`~quotaform.plan.storage.StoragePolicy`."""
+        return StoragePolicy(
+            soft=self.soft.to_limit(),
+            hard=self.hard.to_limit(),
+            stale_after_s=parse_duration(self.stale_after),
+            on_unknown=OnUnknown(self.on_unknown),
+            applies_to=None
+            if self.applies_to is None
+            else tuple(e.to_entity() for e in self.applies_to),
+            exempt=tuple(e.to_entity() for e in self.exempt or ()),
+            pause_rate=parse_quota_value("producer_byte_rate", self.pause_rate),
+            step=_parse_step(self.hysteresis),
+            source=source,
+        )
+
+
+def _parse_step(value: object) -> float:
+    if isinstance(value, str) and value.strip().endswith("%"):
+        step = parse_quota_value("request_percentage", value) / 100.0
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        step = float(value)
+    else:
+        raise ValueError(f"hysteresis is a share such as 5% or 0.05, got {render_raw(value)}")
+    if not 0 < step <= 0.5:
+        raise ValueError(f"hysteresis must be above 0 and at most 50%, got {render_raw(value)}")
+    return step
+
+
 class Spec(BaseModel):
     """What the manifests own and the quotas they want."""
 
@@ -626,10 +832,16 @@ class Spec(BaseModel):
         description="Clients that matter: every plan and drift report shows what it does "
         "to their effective quotas (value, source entity, quota group), per key.",
     )
-
-    _no_null = field_validator("scope", "protect", "change_budget", "probes", mode="before")(
-        _reject_null
+    storage_policy: StoragePolicySpec | None = Field(
+        default=None,
+        alias="storagePolicy",
+        description="Scale producer_byte_rate by cluster-wide volume usage (storage-aware "
+        "quotas). Documents of a set that declare one must agree.",
     )
+
+    _no_null = field_validator(
+        "scope", "protect", "change_budget", "probes", "storage_policy", mode="before"
+    )(_reject_null)
 
 
 class ManifestDocument(BaseModel):

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from quotaform.plan.diff import compute_plan
 from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import DesiredState, LiveState, Probe
+from quotaform.plan.storage import SCALED_KEY, StorageScaling
 
 __all__ = ["DRIFT_FORMAT_VERSION", "DriftKind", "DriftReport", "compute_drift", "drift_of"]
 
@@ -80,6 +81,11 @@ class DriftReport:
         probes: the declared probes, each with the keys whose effective quota,
             source or quota group differs between what the manifests declare
             (``before``) and what the cluster holds (``after``).
+        storage: the storage policy's scaling the declared values were
+            compared after (``None`` without a policy).
+        scale_pending: entities whose only difference is a scaled
+            ``producer_byte_rate`` live at an earlier factor: a scale still to
+            apply (``apply`` or ``storage watch`` writes it), not drift.
 
     In every entry ``before`` is the live value and ``after`` the declared one.
     """
@@ -95,6 +101,8 @@ class DriftReport:
     rpc_counts: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     probes: tuple[ProbeImpact, ...] = ()
+    storage: StorageScaling | None = None
+    scale_pending: tuple[EntityChange, ...] = ()
 
     @property
     def in_sync(self) -> bool:
@@ -121,10 +129,13 @@ def drift_of(plan: Plan, probes: Iterable[Probe] = ()) -> DriftReport:
     declared (the plan's after-state) against live (its before-state)."""
     found: dict[DriftKind, list[EntityChange]] = {kind: [] for kind in DriftKind}
     matching = 0
+    pending: list[EntityChange] = []
     for change in plan.changes:
         kind = DriftKind.of_action(change.action)
         if kind is None:
             matching += 1
+        elif _scale_pending(change, plan.storage):
+            pending.append(change)
         else:
             found[kind].append(change)
     return DriftReport(
@@ -139,11 +150,38 @@ def drift_of(plan: Plan, probes: Iterable[Probe] = ()) -> DriftReport:
         rpc_counts=dict(sorted(plan.rpc_counts.items())),
         warnings=plan.warnings,
         probes=probe_impacts(probes, plan.after_entries(), plan.before_entries()),
+        storage=plan.storage,
+        scale_pending=tuple(pending),
     )
 
 
-def compute_drift(desired: DesiredState, live: LiveState) -> DriftReport:
+def compute_drift(
+    desired: DesiredState, live: LiveState, *, storage: StorageScaling | None = None
+) -> DriftReport:
     """Classify every in-scope entity as changed, missing, unexpected or in
     sync: :func:`drift_of` the plan :func:`~quotaform.plan.diff.compute_plan`
-    makes (values compared as float64, keys per entity)."""
-    return drift_of(compute_plan(desired, live), desired.probes)
+    makes (values compared as float64, keys per entity). With ``storage``
+    (``desired`` already scaled), an entity whose only difference is a scaled
+    ``producer_byte_rate`` that is live at a value the policy can write
+    (between the pause value and the declared one) is a scale still to
+    apply, not drift."""
+    plan = compute_plan(desired, live)
+    if storage is not None:
+        plan = replace(plan, storage=storage)
+    return drift_of(plan, desired.probes)
+
+
+def _scale_pending(change: EntityChange, storage: StorageScaling | None) -> bool:
+    if storage is None or change.action is not Action.UPDATE:
+        return False
+    declared = storage.declared().get(change.entity)
+    if declared is None:
+        return False
+    floor = min(declared, storage.pause_rate)
+    return all(
+        kc.key == SCALED_KEY
+        and kc.action is KeyAction.CHANGE
+        and kc.before is not None
+        and floor - 1e-6 <= kc.before <= declared + 1e-6
+        for kc in change.key_changes
+    )

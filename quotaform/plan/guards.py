@@ -18,6 +18,7 @@ from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Fallback
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import ChangeBudget, DesiredState
+from quotaform.plan.storage import SCALED_KEY
 
 __all__ = ["GuardKind", "Violation", "check_guards"]
 
@@ -161,7 +162,10 @@ def _default_removal(change: EntityChange) -> list[Violation]:
 
 
 def _relax(
-    change: EntityChange, factor: float, fallbacks: Mapping[tuple[Entity, str], Fallback]
+    change: EntityChange,
+    factor: float,
+    fallbacks: Mapping[tuple[Entity, str], Fallback],
+    declared: Mapping[Entity, float],
 ) -> list[Violation]:
     if change.action is Action.DELETE:
         return []  # the delete permission covers what its keys fall back to
@@ -170,7 +174,8 @@ def _relax(
         if kc.before is None:
             continue  # an added key tightens or sets a first limit
         if kc.action is KeyAction.CHANGE and kc.after is not None:
-            if kc.after / kc.before > factor:
+            restoring = kc.key == SCALED_KEY and kc.after <= declared.get(change.entity, -1.0)
+            if kc.after / kc.before > factor and not restoring:
                 found.append(
                     Violation(
                         GuardKind.RELAX,
@@ -217,8 +222,10 @@ def check_guards(
     (changed values ``new / old``; keys an update removes against their
     :class:`~quotaform.kafka.resolution.Fallback`: unlimited, or an entity
     outside the scope, always exceeds; a delete's keys are the delete's risk,
-    not relaxing). Added keys are not judged: they tighten or set a first
-    limit for the entity. Every missing permission is reported at once.
+    not relaxing; a storage-scaled ``producer_byte_rate`` raised back up to at
+    most its declared value is the policy easing, not relaxing). Added keys
+    are not judged: they tighten or set a first limit for the entity. Every
+    missing permission is reported at once.
 
     Args:
         budget: a resolved budget (:meth:`ChangeBudget.resolved`).
@@ -229,6 +236,9 @@ def check_guards(
     """
     found = _mass_delete(plan, budget)
     factor = None if budget.allow_relax else budget.max_relax_factor
+    # A storage-scaled quota raised back toward its declared value is the
+    # policy easing (the reviewed declaration), not a relaxation.
+    declared = plan.storage.declared() if plan.storage is not None else {}
     for change in plan.changes:
         if change.action is Action.DELETE and not budget.allow_deletes:
             found.append(Violation(GuardKind.DELETE, change.entity))
@@ -236,5 +246,5 @@ def check_guards(
         if not budget.allow_default_removal:
             found += _default_removal(change)
         if factor is not None:
-            found += _relax(change, factor, fallbacks)
+            found += _relax(change, factor, fallbacks, declared)
     return found

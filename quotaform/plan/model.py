@@ -13,9 +13,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.units import same_value
+
+if TYPE_CHECKING:
+    from quotaform.plan.storage import StorageScaling
 
 __all__ = [
     "PLAN_FORMAT_VERSION",
@@ -168,6 +172,9 @@ class Plan:
         outside: ``{entity: quotas}`` of the live entities outside the scope
             (left alone; they take part in resolution, so explaining a plan
             needs them); empty when they were not read.
+        storage: what the storage policy did to the declared values
+            (:class:`~quotaform.plan.storage.StorageScaling`), ``None``
+            without a policy.
     """
 
     cluster: str
@@ -178,6 +185,7 @@ class Plan:
     rpc_counts: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     outside: Mapping[Entity, Quotas] = field(default_factory=dict)
+    storage: StorageScaling | None = None
 
     @property
     def summary(self) -> PlanSummary:

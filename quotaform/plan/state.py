@@ -13,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from quotaform.kafka.entity import ENTITY_TYPES, SHAPES, Entity, Shape, shape_name
 from quotaform.kafka.resolution import Principal
+
+if TYPE_CHECKING:
+    from quotaform.plan.storage import StoragePolicy
 
 __all__ = [
     "DEFAULT_MAX_RELAX_FACTOR",
@@ -289,6 +293,9 @@ class DesiredState:
             ``spec.changeBudget``); flags go over it (:meth:`ChangeBudget.over`).
         probes: the declared probes (``spec.probes``), in declaration order,
             each principal once.
+        storage: the storage policy (``spec.storagePolicy``,
+            :class:`~quotaform.plan.storage.StoragePolicy`), ``None`` when none
+            is declared.
     """
 
     cluster: str
@@ -299,6 +306,7 @@ class DesiredState:
     protected: Mapping[Entity, SourceLocation] = field(default_factory=_no_protection)
     budget: ChangeBudget = ChangeBudget()
     probes: tuple[Probe, ...] = ()
+    storage: StoragePolicy | None = None
 
     @property
     def allow_deletes(self) -> bool:
@@ -322,6 +330,7 @@ class DesiredState:
         protected: Mapping[Entity, SourceLocation] | None = None,
         budget: ChangeBudget | None = None,
         probes: Iterable[Probe] = (),
+        storage: StoragePolicy | None = None,
     ) -> DesiredState:
         """A state with entities sorted and wrapped read-only.
 
@@ -351,6 +360,7 @@ class DesiredState:
             ),
             budget=budget or ChangeBudget(),
             probes=tuple(probes),
+            storage=storage,
         )
 
 

@@ -15,6 +15,7 @@ from quotaform.plan.drift import DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
 from quotaform.render.explain import probe_markdown, probe_text
 from quotaform.render.md import md_code, md_text
+from quotaform.render.storage import scaling_headline
 
 __all__ = ["drift_summary_line", "render_drift_markdown", "render_drift_text"]
 
@@ -121,6 +122,18 @@ def render_drift_text(report: DriftReport) -> Text:
         for line in probe_text(report.probes, _PROBES):
             out.append(line + "\n", style="cyan")
         out.append("\n")
+    if report.storage is not None:
+        out.append(scaling_headline(report.storage) + "\n", style="magenta")
+        if report.scale_pending:
+            out.append(
+                f"Storage scale to apply ({len(report.scale_pending)}): live at an earlier "
+                "factor, not drift; apply or storage watch writes it\n",
+                style="bold magenta",
+            )
+            for change in report.scale_pending:
+                for line in _key_lines(change):
+                    out.append(f"  {change.entity.label()}: {line}\n")
+        out.append("\n")
     out.append(drift_summary_line(report) + "\n", style="bold" if report.in_sync else "bold red")
     out.append(_footer(report) + "\n", style="dim")
     return out
@@ -173,5 +186,13 @@ def render_drift_markdown(report: DriftReport) -> str:
             lines.append("")
     if report.probes:
         lines += [*probe_markdown(report.probes, _PROBES), ""]
+    if report.storage is not None:
+        lines += [f"**{md_text(scaling_headline(report.storage))}**", ""]
+        if report.scale_pending:
+            lines += [
+                f"Storage scale to apply ({len(report.scale_pending)}), not drift: "
+                + ", ".join(md_code(c.entity.label()) for c in report.scale_pending),
+                "",
+            ]
     lines += [f"<sub>{md_text(_footer(report))}</sub>", ""]
     return "\n".join(lines)

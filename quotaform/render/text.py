@@ -11,6 +11,7 @@ from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.review import PlanReview
 from quotaform.render.explain import probe_markdown, probe_text
 from quotaform.render.md import md_code, md_text
+from quotaform.render.storage import scaling_lines, scaling_markdown
 from quotaform.render.words import fallback_text, missing_permissions, violation_line
 
 __all__ = ["refusal_line", "render_markdown", "render_text", "summary_line"]
@@ -116,6 +117,10 @@ def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
         for line in probe_text(review.probes):
             out.append(escape_unprintable(line) + "\n", style="cyan")
         out.append("\n")
+    if plan.storage is not None:
+        for line in scaling_lines(plan.storage):
+            out.append(escape_unprintable(line) + "\n", style="magenta")
+        out.append("\n")
     if not pending:
         out.append(f"{where}: ", style="bold")
     out.append(summary_line(plan) + "\n", style="bold")
@@ -182,5 +187,7 @@ def render_markdown(plan: Plan, review: PlanReview | None = None) -> str:
         lines.append("")
     if review is not None and review.probes:
         lines += [*probe_markdown(review.probes), ""]
+    if plan.storage is not None:
+        lines += scaling_markdown(plan.storage)
     lines += [f"<sub>{md_text(_footer(plan))}</sub>", ""]
     return "\n".join(lines)

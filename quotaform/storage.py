@@ -1,0 +1,188 @@
+"""Storage-aware quotas, the steps: read volume usage (live, snapshot files,
+or the compacted topic), evaluate the policy, scale the declared
+``producer_byte_rate`` values, and publish snapshots.
+
+The rules are :mod:`quotaform.plan.storage` (pure); the cluster I/O is
+:mod:`quotaform.cluster.storage`; the formats are
+:mod:`quotaform.formats.storage`. ``plan``, ``apply``, ``drift`` and the
+``storage`` commands all come through :func:`evaluate_storage`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from quotaform.cluster.storage import live_brokers, publish_records, read_topic, read_volumes
+from quotaform.cluster.wire.client import QuotaAdminClient
+from quotaform.cluster.wire.connection import ConnectionSettings
+from quotaform.errors import StorageError
+from quotaform.formats.storage import parse_snapshot_record, read_snapshot_text, snapshot_record
+from quotaform.plan.state import DesiredState, LiveState
+from quotaform.plan.storage import (
+    BrokerSnapshot,
+    StorageEvaluation,
+    StoragePolicy,
+    StorageScaling,
+    evaluate,
+    scale_desired,
+)
+
+__all__ = [
+    "VolumeSource",
+    "evaluate_storage",
+    "publish_snapshots",
+    "read_snapshot_files",
+    "scale_for_storage",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeSource:
+    """Where volume usage comes from: snapshot files (JSON / JSON Lines),
+    the compacted ``topic``, or (neither) the live cluster (DescribeLogDirs).
+
+    The brokers that should report come from the cluster (DescribeCluster)
+    whenever a client is connected."""
+
+    snapshots: tuple[Path, ...] = ()
+    topic: str | None = None
+
+    @property
+    def live(self) -> bool:
+        """True when usage is read from the cluster itself."""
+        return not self.snapshots and self.topic is None
+
+    def describe(self) -> str:
+        """How the source reads in messages."""
+        if self.snapshots:
+            return "snapshots " + ", ".join(str(p) for p in self.snapshots)
+        if self.topic:
+            return f"topic {self.topic}"
+        return "DescribeLogDirs"
+
+
+def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
+    """Snapshots from files or directories (``*.json``, ``*.jsonl``, sorted).
+
+    Raises:
+        StorageError: a missing file, bad JSON or a bad record (file, line, field).
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise StorageError(f"{path}: no such snapshot file or directory")
+    out: list[BrokerSnapshot] = []
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StorageError(f"{file}: cannot read: {exc}") from None
+        out += read_snapshot_text(text, str(file))
+    return out
+
+
+def _topic_snapshots(settings: ConnectionSettings, topic: str) -> list[BrokerSnapshot]:
+    latest: dict[str, tuple[bytes, int]] = {}
+    for key, value, offset in read_topic(settings, topic):
+        latest[key] = (value, offset)  # the latest record per key wins (compaction's rule)
+    out = []
+    for key, (value, offset) in sorted(latest.items()):
+        where = f"topic {topic} key {key!r} offset {offset}"
+        try:
+            data = json.loads(value)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StorageError(f"{where}: (json): {exc}") from None
+        out.append(parse_snapshot_record(data, where))
+    return out
+
+
+def evaluate_storage(
+    policy: StoragePolicy,
+    source: VolumeSource,
+    *,
+    client: QuotaAdminClient | None,
+    settings: ConnectionSettings | None = None,
+    now: datetime | None = None,
+) -> StorageEvaluation:
+    """Read volume usage from ``source`` and evaluate ``policy``.
+
+    With a ``client`` the brokers that should report come from
+    DescribeCluster (a broker without a fresh snapshot is then unknown);
+    without one only the brokers in the snapshots are judged.
+
+    Raises:
+        StorageError: bad snapshots, an unreadable topic, or live usage
+            asked for without a connection.
+        BrokerError: DescribeCluster failed.
+    """
+    now = now or datetime.now(UTC)
+    expected: list[str] | None = None
+    if source.live:
+        if client is None:
+            raise StorageError(
+                "volume usage: pass --bootstrap-server (DescribeLogDirs), --snapshots PATH "
+                "or --from-topic TOPIC"
+            )
+        snapshots, expected = read_volumes(client, now=now)
+    else:
+        if source.snapshots:
+            snapshots = read_snapshot_files(source.snapshots)
+        else:
+            if settings is None or source.topic is None:
+                raise StorageError("--from-topic needs a cluster connection")
+            snapshots = _topic_snapshots(settings, source.topic)
+        if client is not None:
+            expected = live_brokers(client)
+    evaluation = evaluate(policy, snapshots, now=now, expected=expected)
+    log.info(
+        "storage: %s factor %.3f from %s (%s)",
+        evaluation.state.value,
+        evaluation.factor,
+        source.describe(),
+        evaluation.reason or "every volume within its soft limit",
+    )
+    return evaluation
+
+
+def scale_for_storage(
+    desired: DesiredState,
+    live: LiveState,
+    source: VolumeSource,
+    *,
+    client: QuotaAdminClient | None,
+    settings: ConnectionSettings | None = None,
+) -> tuple[DesiredState, StorageScaling | None]:
+    """``desired`` scaled by its storage policy (unchanged without one)."""
+    if desired.storage is None:
+        return desired, None
+    evaluation = evaluate_storage(desired.storage, source, client=client, settings=settings)
+    return scale_desired(desired, desired.storage, evaluation, live)
+
+
+def publish_snapshots(
+    client: QuotaAdminClient,
+    settings: ConnectionSettings,
+    topic: str,
+    snapshots: Sequence[BrokerSnapshot],
+    policy: StoragePolicy,
+    *,
+    create: bool,
+) -> list[str]:
+    """Publish one record per broker, keyed by broker id; returns the
+    publication errors (see :func:`~quotaform.cluster.storage.publish_records`)."""
+    records = [
+        (s.broker_id, json.dumps(snapshot_record(s, policy), separators=(",", ":")).encode())
+        for s in snapshots
+    ]
+    return publish_records(client, settings, topic, records, create=create)
