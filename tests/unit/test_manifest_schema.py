@@ -92,6 +92,7 @@ def test_schema_structure() -> None:
         "protect",
         "changeBudget",
         "probes",
+        "storagePolicy",
     }
     assert set(defs["ProbeSpec"]["properties"]) == {"user", "client-id", "ip"}
     assert set(defs["ProtectEntry"]["properties"]) == {"entity"}
