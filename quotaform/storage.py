@@ -53,11 +53,14 @@ class VolumeSource:
 
     snapshots: tuple[Path, ...] = ()
     topic: str | None = None
+    read: tuple[BrokerSnapshot, ...] = ()
+    """Live usage this run has already read (``storage watch --publish``):
+    used instead of asking DescribeLogDirs again."""
 
     @property
     def live(self) -> bool:
         """True when usage is read from the cluster itself."""
-        return not self.snapshots and self.topic is None
+        return not self.snapshots and self.topic is None and not self.read
 
     def describe(self) -> str:
         """How the source reads in messages."""
@@ -136,7 +139,9 @@ def evaluate_storage(
             )
         snapshots, expected = read_volumes(client, now=now)
     else:
-        if source.snapshots:
+        if source.read:
+            snapshots = list(source.read)
+        elif source.snapshots:
             snapshots = read_snapshot_files(source.snapshots)
         else:
             if settings is None or source.topic is None:

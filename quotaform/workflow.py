@@ -161,17 +161,18 @@ def check_storage_holds(
     """
     if plan.storage is None:
         return None
-    policy = desired.storage if desired is not None else None
-    if policy is None:
+    if desired is None or desired.storage is None:
         raise PlanFileError(
             "the saved plan was scaled by a storage policy: give apply the manifests too "
             "(apply PLANFILE PATH...), so the factor can be checked before anything is sent"
         )
+    policy = desired.storage
+    # As if the plan's values were live: the hold rule judges the move from them.
     live = {s.entity: {SCALED_KEY: s.written} for s in plan.storage.scaled}
     evaluation = evaluate_storage(
         policy, volumes or VolumeSource(), client=client, settings=settings
     )
-    _, now = scale_desired(desired, policy, evaluation, live)  # type: ignore[arg-type]
+    _, now = scale_desired(desired, policy, evaluation, live)
     if not plan.storage.holds(now):
         raise StaleStorageError(
             f"the storage factor no longer holds: the plan was made for {plan.storage.state.value} "
@@ -186,10 +187,11 @@ def storage_only(plan: Plan) -> tuple[Plan, tuple[EntityChange, ...]]:
     """Split ``plan`` for ``storage watch``: the plan of the storage scalings
     alone (changes whose only key change is a scaled ``producer_byte_rate``),
     and every other pending change (left for a reviewed ``apply``)."""
-    scaled = plan.storage.declared() if plan.storage is not None else {}
+    storage = plan.storage
+    declared = storage.declared() if storage is not None else {}
     mine, others = [], []
     for change in plan.pending:
-        if change.entity in scaled and all(kc.key == SCALED_KEY for kc in change.key_changes):
+        if storage is not None and storage.only_scales(change, declared):
             mine.append(change)
         else:
             others.append(change)

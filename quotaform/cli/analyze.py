@@ -37,6 +37,7 @@ from quotaform.errors import AnalyticsError
 from quotaform.formats.planfile import load_saved_plan
 from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
+from quotaform.plan.state import DesiredState
 
 __all__ = ["analyze_app", "register"]
 
@@ -129,6 +130,12 @@ def _utc(when: datetime | None) -> datetime | None:
     return None if when is None else (when if when.tzinfo else when.replace(tzinfo=UTC))
 
 
+def _manifest_config(desired: DesiredState, manifests: list[Path]) -> QuotaConfig:
+    return QuotaConfig(
+        desired.cluster, desired.quotas, f"manifests {', '.join(map(str, manifests))}"
+    )
+
+
 def _configs(
     manifests: list[Path] | None,
     snapshots: list[Path] | None,
@@ -140,12 +147,7 @@ def _configs(
 ) -> list[QuotaConfig]:
     """The quota configuration: manifests, else snapshots, else the live cluster."""
     if manifests:
-        desired = load_manifests(manifests, cluster=cluster)
-        return [
-            QuotaConfig(
-                desired.cluster, desired.quotas, f"manifests {', '.join(map(str, manifests))}"
-            )
-        ]
+        return [_manifest_config(load_manifests(manifests, cluster=cluster), manifests)]
     if snapshots:
         return [c for path in snapshots for c in read_snapshot(path)]
     where = target(cluster, config, bootstrap_server, command_config, timeout=timeout)
@@ -172,8 +174,38 @@ def _run(request: AnalyzeRequest) -> None:
     say(out, f"reports: {paths['markdown']}, {paths['html']}, {paths['summary']}")
 
 
-def _request(command: Command, **kw: object) -> AnalyzeRequest:
-    return AnalyzeRequest(command=command, **kw)  # type: ignore[arg-type]
+def _request(
+    command: Command,
+    *,
+    usage: list[Path],
+    out: Path,
+    engine: Engine,
+    master: str | None,
+    usage_format: UsageFormat,
+    cluster_label: str,
+    broker_label: str,
+    default_cluster: str | None,
+    broker: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    **kw: object,
+) -> AnalyzeRequest:
+    """The request of one analysis: the usage options every command shares,
+    plus the command's own (``configs``, ``after``, ``window_s``, ...)."""
+    return AnalyzeRequest(
+        command=command,
+        usage=usage,
+        out=out,
+        engine=engine,
+        master=master,
+        usage_format=usage_format,
+        labels=LabelMap(cluster_label, broker_label, default_cluster),
+        cluster=default_cluster,
+        broker=broker,
+        since=_utc(since),
+        until=_utc(until),
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 @analyze_app.command("utilisation")
@@ -214,11 +246,12 @@ def utilisation(
             engine=engine,
             master=master,
             usage_format=usage_format,
-            labels=LabelMap(cluster_label, broker_label, default_cluster),
-            cluster=default_cluster,
+            cluster_label=cluster_label,
+            broker_label=broker_label,
+            default_cluster=default_cluster,
             broker=broker,
-            since=_utc(since),
-            until=_utc(until),
+            since=since,
+            until=until,
         )
     )
 
@@ -304,11 +337,12 @@ def impact(
             engine=engine,
             master=master,
             usage_format=usage_format,
-            labels=LabelMap(cluster_label, broker_label, default_cluster),
-            cluster=default_cluster,
+            cluster_label=cluster_label,
+            broker_label=broker_label,
+            default_cluster=default_cluster,
             broker=broker,
-            since=_utc(since),
-            until=_utc(until),
+            since=since,
+            until=until,
             window_s=window,
         )
     )
@@ -358,31 +392,33 @@ def recommend(
         raise AnalyticsError(f"--quantile {quantile!r}: one of p50, p95, p99, max")
     if write_into is not None and not manifests:
         raise AnalyticsError("--write-into edits the manifests: give them")
+    desired = load_manifests(manifests, cluster=cluster) if manifests else None
     request = _request(
         Command.recommend,
-        configs=_configs(
-            manifests, snapshot, cluster, config, bootstrap_server, command_config, timeout
-        ),
+        configs=[_manifest_config(desired, manifests)]
+        if desired is not None and manifests
+        else _configs(None, snapshot, cluster, config, bootstrap_server, command_config, timeout),
         usage=usage,
         out=out,
         engine=engine,
         master=master,
         usage_format=usage_format,
-        labels=LabelMap(cluster_label, broker_label, default_cluster),
-        cluster=default_cluster,
+        cluster_label=cluster_label,
+        broker_label=broker_label,
+        default_cluster=default_cluster,
         broker=broker,
-        since=_utc(since),
-        until=_utc(until),
+        since=since,
+        until=until,
         quantile=quantile,
         headroom=headroom,
     )
     _run(request)
-    if write_into is not None and manifests:
-        _write_recommendations(manifests, write_into, out, cluster)
+    if write_into is not None and desired is not None and manifests:
+        _write_recommendations(manifests, desired, write_into, out, cluster)
 
 
 def _write_recommendations(
-    manifests: list[Path], into: Path, out: Path, cluster: str | None
+    manifests: list[Path], desired: DesiredState, into: Path, out: Path, cluster: str | None
 ) -> None:
     import pyarrow.parquet as pq
 
@@ -391,15 +427,8 @@ def _write_recommendations(
 
     if not is_member(into, manifests):
         raise AnalyticsError(f"{into} is not one of the manifest files given")
-    desired = load_manifests(manifests, cluster=cluster)
-    table = out / "recommend.parquet"
-    rows = (
-        pq.read_table(table).to_pylist()
-        if table.is_file()
-        else [
-            r for part in sorted(table.glob("*.parquet")) for r in pq.read_table(part).to_pylist()
-        ]
-    )
+    # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
+    rows = pq.read_table(out / "recommend.parquet").to_pylist()
     wanted: dict[Entity, dict[str, float]] = {}
     for row in rows:
         if row["cluster"] != desired.cluster:

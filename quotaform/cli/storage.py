@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from quotaform.cli.options import (
     BootstrapServer,
@@ -30,7 +32,8 @@ from quotaform.cli.options import (
 )
 from quotaform.cli.output import OutputFormat, make_console, say
 from quotaform.cluster.apply import ApplyStatus, apply_plan
-from quotaform.cluster.connect import connect
+from quotaform.cluster.connect import check_cluster, connect
+from quotaform.cluster.profiles import ClusterTarget
 from quotaform.cluster.read import read_live_state
 from quotaform.cluster.storage import read_volumes
 from quotaform.errors import QuotaformError, StorageError
@@ -44,8 +47,8 @@ from quotaform.manifest import load_manifests
 from quotaform.manifest.models import parse_duration
 from quotaform.plan.state import DesiredState
 from quotaform.plan.storage import StoragePolicy, scale_desired
-from quotaform.render.storage import status_markdown, status_text
-from quotaform.storage import evaluate_storage, publish_snapshots
+from quotaform.render.storage import scaling_lines, status_markdown, status_text
+from quotaform.storage import VolumeSource, evaluate_storage, publish_snapshots
 from quotaform.workflow import plan_desired, storage_only
 
 __all__ = ["register", "storage_app"]
@@ -100,16 +103,15 @@ def status(
         )
         policy = _policy(desired)
         with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+            cluster_id = check_cluster(desired, client)
             evaluation = evaluate_storage(policy, source, client=client, settings=where.settings)
-            live = read_live_state(client, desired.scope)
+            live = read_live_state(client, desired.scope, cluster_id=cluster_id)
             _, scaling = scale_desired(desired, policy, evaluation, live)
     if output is OutputFormat.json:
         typer.echo(render_status_json(status_document(policy, evaluation, scaling)), nl=False)
     elif output is OutputFormat.markdown:
         typer.echo(status_markdown(policy, evaluation), nl=False)
     else:
-        from quotaform.render.storage import scaling_lines
-
         typer.echo(status_text(policy, evaluation) + "\n" + "\n".join(scaling_lines(scaling)))
 
 
@@ -232,7 +234,13 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _watch_once(desired, where, source, publish, err) -> None:  # type: ignore[no-untyped-def]
+def _watch_once(
+    desired: DesiredState,
+    where: ClusterTarget,
+    source: VolumeSource,
+    publish: str | None,
+    err: Console,
+) -> None:
     with connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client:
         if publish is not None and desired.storage is not None:
             found, _ = read_volumes(client, now=datetime.now(UTC))
@@ -241,6 +249,8 @@ def _watch_once(desired, where, source, publish, err) -> None:  # type: ignore[n
             )
             for error in errors:
                 say(err, f"{_now()} publication error: {error}", style="yellow")
+            if source.live:
+                source = replace(source, read=tuple(found))  # one DescribeLogDirs per round
         plan, _ = plan_desired(desired, client, volumes=source, settings=where.settings)
         assert plan.storage is not None
         scaling = plan.storage

@@ -15,11 +15,12 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from quotaform.kafka.entity import Entity
 from quotaform.plan.diff import compute_plan
 from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import DesiredState, LiveState, Probe
-from quotaform.plan.storage import SCALED_KEY, StorageScaling
+from quotaform.plan.storage import StorageScaling
 
 __all__ = ["DRIFT_FORMAT_VERSION", "DriftKind", "DriftReport", "compute_drift", "drift_of"]
 
@@ -130,11 +131,12 @@ def drift_of(plan: Plan, probes: Iterable[Probe] = ()) -> DriftReport:
     found: dict[DriftKind, list[EntityChange]] = {kind: [] for kind in DriftKind}
     matching = 0
     pending: list[EntityChange] = []
+    declared = plan.storage.declared() if plan.storage is not None else {}
     for change in plan.changes:
         kind = DriftKind.of_action(change.action)
         if kind is None:
             matching += 1
-        elif _scale_pending(change, plan.storage):
+        elif plan.storage is not None and _scale_pending(change, plan.storage, declared):
             pending.append(change)
         else:
             found[kind].append(change)
@@ -171,17 +173,16 @@ def compute_drift(
     return drift_of(plan, desired.probes)
 
 
-def _scale_pending(change: EntityChange, storage: StorageScaling | None) -> bool:
-    if storage is None or change.action is not Action.UPDATE:
+def _scale_pending(
+    change: EntityChange, storage: StorageScaling, declared: Mapping[Entity, float]
+) -> bool:
+    """A scaled ``producer_byte_rate`` live at a value the policy can write
+    (between the pause value and the declared one): a scale to apply."""
+    if change.action is not Action.UPDATE or not storage.only_scales(change, declared):
         return False
-    declared = storage.declared().get(change.entity)
-    if declared is None:
-        return False
-    floor = min(declared, storage.pause_rate)
+    top = declared[change.entity]
+    floor = min(top, storage.pause_rate)
     return all(
-        kc.key == SCALED_KEY
-        and kc.action is KeyAction.CHANGE
-        and kc.before is not None
-        and floor - 1e-6 <= kc.before <= declared + 1e-6
+        kc.before is not None and floor - 1e-6 <= kc.before <= top + 1e-6
         for kc in change.key_changes
     )

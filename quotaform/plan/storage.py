@@ -25,11 +25,13 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
+from types import MappingProxyType
 
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.units import same_value
+from quotaform.plan.model import EntityChange
 from quotaform.plan.state import DesiredEntity, DesiredState, LiveState, SourceLocation
 
 __all__ = [
@@ -464,11 +466,15 @@ class StorageScaling:
     step: float = DEFAULT_STEP
     pause_rate: float = DEFAULT_PAUSE_RATE
     evaluated_at: datetime | None = None
-    brokers: tuple[BrokerVerdict, ...] = field(default=(), compare=False)
 
     def declared(self) -> dict[Entity, float]:
         """``{entity: declared producer_byte_rate}`` of the scaled entities."""
         return {s.entity: s.declared for s in self.scaled}
+
+    def only_scales(self, change: EntityChange, declared: Mapping[Entity, float]) -> bool:
+        """Whether ``change`` touches nothing but a scaled ``producer_byte_rate``
+        (``declared``: :meth:`declared`, computed once by the caller)."""
+        return change.entity in declared and all(kc.key == SCALED_KEY for kc in change.key_changes)
 
     def holds(self, now: StorageScaling) -> bool:
         """Whether a plan made with this scaling may still be applied when the
@@ -579,7 +585,6 @@ def scale_desired(
         step=policy.step,
         pause_rate=policy.pause_rate,
         evaluated_at=evaluation.evaluated_at,
-        brokers=evaluation.brokers,
     )
     return scaled_state, scaling
 
@@ -602,6 +607,4 @@ def rescale(
 
 
 def _frozen(entities: list[DesiredEntity]) -> Mapping[Entity, DesiredEntity]:
-    from types import MappingProxyType
-
     return MappingProxyType({d.entity: d for d in entities})

@@ -470,7 +470,7 @@ class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
         self._quota_retry = retry or RetryPolicy()
         self._quota_max_records = max_records
         self.rpc_counts = {}
-        self._cluster_id: str | None = None
+        self._cluster: dict[str, Any] | None = None
         self._bootstrap_errors: list[BaseException] = []
         configs.setdefault("request_timeout_ms", request_timeout_ms)
         configs.setdefault("kafka_client", self._watching_client)
@@ -529,9 +529,15 @@ class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
         """True when the alter path is disabled."""
         return self._quota_read_only
 
+    def cluster_description(self) -> dict[str, Any]:
+        """kafka-python's ``describe_cluster()`` (DescribeCluster, or Metadata
+        on old brokers: ``cluster_id``, ``brokers`` with ``broker_id`` and
+        ``is_fenced``), asked once per client."""
+        if self._cluster is None:
+            self._cluster = self.describe_cluster()
+        return self._cluster
+
     def cluster_id(self) -> str:
-        """The cluster id (DescribeCluster, or Metadata on old brokers), asked
-        once per client: a connection's cluster does not change."""
-        if self._cluster_id is None:
-            self._cluster_id = str(self.describe_cluster()["cluster_id"])
-        return self._cluster_id
+        """The cluster id (:meth:`cluster_description`): a connection's cluster
+        does not change."""
+        return str(self.cluster_description()["cluster_id"])
