@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from quotaform.kafka.entity import Entity
-from quotaform.kafka.units import format_quota_value
+if TYPE_CHECKING:  # the CLI imports this module for every command, --help included
+    from quotaform.kafka.entity import Entity
 
 __all__ = [
     "EXIT_CHANGES",
@@ -235,6 +235,8 @@ class _Change(Protocol):
 def _quotas_text(quotas: Mapping[str, float]) -> str:
     if not quotas:
         return "(no quotas)"
+    from quotaform.kafka.units import format_quota_value
+
     return ", ".join(f"{k}={format_quota_value(k, v)}" for k, v in sorted(quotas.items()))
 
 

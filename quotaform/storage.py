@@ -21,7 +21,6 @@ from quotaform.cluster.storage import live_brokers, publish_records, read_topic,
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import StorageError
-from quotaform.formats.storage import parse_snapshot_record, read_snapshot_text, snapshot_record
 from quotaform.plan.state import DesiredState, LiveState
 from quotaform.plan.storage import (
     BrokerSnapshot,
@@ -77,6 +76,8 @@ def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
     Raises:
         StorageError: a missing file, bad JSON or a bad record (file, line, field).
     """
+    from quotaform.formats.storage import read_snapshot_text  # pydantic models, when needed
+
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -96,6 +97,8 @@ def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
 
 
 def _topic_snapshots(settings: ConnectionSettings, topic: str) -> list[BrokerSnapshot]:
+    from quotaform.formats.storage import parse_snapshot_record  # pydantic models, when needed
+
     latest: dict[str, tuple[bytes, int]] = {}
     for key, value, offset in read_topic(settings, topic):
         latest[key] = (value, offset)  # the latest record per key wins (compaction's rule)
@@ -186,6 +189,8 @@ def publish_snapshots(
 ) -> list[str]:
     """Publish one record per broker, keyed by broker id; returns the
     publication errors (see :func:`~quotaform.cluster.storage.publish_records`)."""
+    from quotaform.formats.storage import snapshot_record  # pydantic models, when needed
+
     records = [
         (s.broker_id, json.dumps(snapshot_record(s, policy), separators=(",", ":")).encode())
         for s in snapshots

@@ -14,7 +14,7 @@ what that command needs.
 from __future__ import annotations
 
 import importlib
-import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
@@ -211,6 +211,8 @@ def _root(
     """Quota-as-code for Apache Kafka client quotas."""
     if no_color:
         disable_colour()
+    import logging  # here: --help never needs it
+
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -223,4 +225,8 @@ def _root(
 
 def main() -> None:
     """Console-script entry point."""
+    # pydantic looks for plugins among every installed distribution's entry
+    # points at its first model (10 ms and more on a full environment); the
+    # command line uses none. A value the user set is kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     app()

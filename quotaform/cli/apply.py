@@ -156,19 +156,23 @@ class _progress:
 
 
 def _print_result(
-    document: ApplyDocument, result: ApplyResult | None, output: OutputFormat, console: Console
+    document: Callable[[], ApplyDocument],
+    result: ApplyResult | None,
+    output: OutputFormat,
+    console: Console,
 ) -> None:
     """The apply's one report on standard output: the JSON document (the plan
-    inside it), or the result in text (nothing more when nothing was sent)."""
+    inside it; built only for JSON output), or the result in text (nothing
+    more when nothing was sent)."""
     if output is OutputFormat.json:
-        sys.stdout.write(render_apply_json(document))
+        sys.stdout.write(render_apply_json(document()))
     elif result is not None:
         emit(
             result,
             output,
             text=render_apply_text,
             markdown=lambda r: render_apply_text(r).plain,
-            json=lambda r: render_apply_json(document),
+            json=lambda r: render_apply_json(document()),
             console=console,
         )
 
@@ -294,7 +298,7 @@ def apply(
         )
         if not the_plan.summary.has_changes:
             _print_result(
-                apply_document(the_plan, review, status=ApplyStatus.NOTHING_TO_DO),
+                lambda: apply_document(the_plan, review, status=ApplyStatus.NOTHING_TO_DO),
                 None,
                 output,
                 console,
@@ -312,7 +316,7 @@ def apply(
             result = apply_plan(
                 the_plan, client, on_progress=on_progress, readback_timeout_s=readback_timeout
             )
-    _print_result(apply_document(the_plan, review, result), result, output, console)
+    _print_result(lambda: apply_document(the_plan, review, result), result, output, console)
     if lock.release_error is not None:
         say(err, lock.release_error, style="bold yellow", prefix="Warning: ")
     raise typer.Exit(EXIT_BY_STATUS[result.status])
@@ -329,7 +333,10 @@ def _stop(
     """End an apply that sent nothing: with ``-o json`` its document (status and
     reason) on standard output; the error itself on standard error, always."""
     _print_result(
-        apply_document(the_plan, review, status=status, error=str(exc)), None, output, console
+        lambda: apply_document(the_plan, review, status=status, error=str(exc)),
+        None,
+        output,
+        console,
     )
     raise exc
 

@@ -14,14 +14,21 @@ import enum
 import os
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from rich.console import Console
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported when something is printed, not by --help
+    from rich.console import Console
+    from rich.text import Text
 
-from quotaform.kafka.entity import escape_unprintable
-
-__all__ = ["OutputFormat", "disable_colour", "emit", "make_console", "safe_text", "say"]
+__all__ = [
+    "OutputFormat",
+    "disable_colour",
+    "emit",
+    "make_console",
+    "print_text",
+    "safe_text",
+    "say",
+]
 
 
 _COLOUR = {"on": True}
@@ -36,6 +43,8 @@ def disable_colour() -> None:
 def make_console(*, stderr: bool = False) -> Console:
     """A console printing text as given (see the module docstring); without
     colour (``--no-color`` or ``NO_COLOR``) it emits no escape codes at all."""
+    from rich.console import Console
+
     plain = not _COLOUR["on"] or bool(os.environ.get("NO_COLOR"))
     return Console(
         stderr=stderr,
@@ -49,12 +58,16 @@ def make_console(*, stderr: bool = False) -> Console:
 
 def safe_text(text: str) -> str:
     """``text`` with unprintable characters escaped on every line (newlines kept)."""
+    from quotaform.kafka.entity import escape_unprintable  # here: --help never needs it
+
     return "\n".join(escape_unprintable(line) for line in text.split("\n"))
 
 
 def say(to: Console, message: str, *, style: str | None = None, prefix: str = "") -> None:
     """Print ``message`` safely; ``prefix`` (e.g. ``"Error: "``, styled) starts
     every line of it."""
+    from rich.text import Text
+
     for line in safe_text(message).split("\n"):
         out = Text(prefix, style=style or "") if prefix else Text()
         out.append(line, style=None if prefix else style)
@@ -89,4 +102,16 @@ def emit(
     elif output is OutputFormat.markdown:
         sys.stdout.write(markdown(report))
     else:
-        (console or make_console()).print(text(report))
+        print_text(console or make_console(), text(report))
+
+
+def print_text(console: Console, text: Text) -> None:
+    """Print a rendered report. Without colour (not a terminal, ``--no-color``,
+    ``NO_COLOR``) rich would write exactly the plain text (no wrapping, no
+    markup, unprintables escaped by the renderers), so it is written as is:
+    rich takes about a second to lay out the 20,000 lines of a 10,000-entity
+    plan (benchmarks/README.md)."""
+    if console.color_system is None:
+        console.file.write(text.plain + "\n")
+    else:
+        console.print(text)

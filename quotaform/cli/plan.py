@@ -39,12 +39,8 @@ from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cluster.connect import connect
 from quotaform.cluster.profiles import load_required_profiles
 from quotaform.errors import EXIT_CHANGES, ClusterConfigError, GuardRefusedError
-from quotaform.formats.multicluster import render_multi_json
-from quotaform.formats.plan import render_json
-from quotaform.formats.planfile import write_plan_file
 from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
-from quotaform.render.multicluster import render_multi_markdown, render_multi_text
 from quotaform.render.text import render_markdown, render_text
 from quotaform.workflow import plan_clusters, plan_desired
 
@@ -55,12 +51,18 @@ def print_plan(
     plan: Plan, review: PlanReview, output: OutputFormat, console: Console | None = None
 ) -> None:
     """Print a plan and its review as ``output``."""
+
+    def json(report: tuple[Plan, PlanReview]) -> str:
+        from quotaform.formats.plan import render_json  # not imported by a text plan
+
+        return render_json(*report)
+
     emit(
         (plan, review),
         output,
         text=lambda p: render_text(*p),
         markdown=lambda p: render_markdown(*p),
-        json=lambda p: render_json(*p),
+        json=json,
         console=console,
     )
 
@@ -132,6 +134,9 @@ def plan(
             raise ClusterConfigError(
                 f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
             )
+        from quotaform.formats.multicluster import render_multi_json
+        from quotaform.render.multicluster import render_multi_markdown, render_multi_text
+
         profiles = load_required_profiles(config, near=manifests)
         report = plan_clusters(manifests, profiles, flags=flags, timeout_s=timeout)
         emit(
@@ -164,6 +169,8 @@ def plan(
             + ("; no plan file was written" if out is not None else ""),
         )
     if out is not None:
+        from quotaform.formats.planfile import write_plan_file
+
         write_plan_file(the_plan, review, out)
         say(
             make_console(stderr=True),

@@ -37,7 +37,7 @@ from typing import Any
 
 import kafka.errors as kerrors
 
-from quotaform.cluster.wire.client import QuotaAdminClient
+from quotaform.cluster.wire.client import QuotaAdminClient, metadata_honouring_client
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import ApplyLockedError, LockError
 
@@ -114,13 +114,20 @@ def _create(client: QuotaAdminClient) -> bool:
 def _producer_configs(settings: ConnectionSettings) -> dict[str, Any]:
     configs = settings.kafka_configs()
     configs["request_timeout_ms"] = settings.request_timeout_ms
+    # Only _create may make the lock topic: a reader or writer whose metadata
+    # request reached the broker just after a release would otherwise
+    # re-create it (auto.create.topics.enable), leaving a lock nobody holds.
+    configs["allow_auto_create_topics"] = False
+    configs["kafka_client"] = metadata_honouring_client
     return configs
 
 
 def _write_holder(settings: ConnectionSettings, holder: LockHolder) -> None:
     from kafka import KafkaProducer  # only when a lock is taken
 
-    producer = KafkaProducer(**_producer_configs(settings), acks="all")
+    # The topic was created a moment ago: the producer's first metadata answer
+    # may not list it yet, and the next try comes after retry_backoff_ms.
+    producer = KafkaProducer(**_producer_configs(settings), acks="all", retry_backoff_ms=10)
     try:
         producer.send(LOCK_TOPIC, json.dumps(asdict(holder)).encode("utf-8")).get(
             timeout=settings.request_timeout_ms / 1000

@@ -90,7 +90,7 @@ _SECRET_WORDS = ("password", "secret", "jaas", "token", "credential")
 class _ProfileModel(BaseModel):
     """One cluster's connection profile (the file's boundary model)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, strict=True)
 
     bootstrap_servers: str = Field(alias="bootstrapServers", min_length=1)
     command_config: str | None = Field(default=None, alias="commandConfig", min_length=1)
@@ -123,7 +123,7 @@ class _ProfileModel(BaseModel):
 
 
 class _FileModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, strict=True)
 
     clusters: dict[str, _ProfileModel] = Field(min_length=1)
 

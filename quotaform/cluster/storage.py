@@ -18,7 +18,7 @@ from typing import Any
 
 import kafka.errors as kerrors
 
-from quotaform.cluster.wire.client import QuotaAdminClient
+from quotaform.cluster.wire.client import QuotaAdminClient, metadata_honouring_client
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import StorageError
 from quotaform.plan.storage import BrokerSnapshot, Volume
@@ -111,6 +111,10 @@ def _unknown(broker_id: str, now: datetime, why: str) -> BrokerSnapshot:
 def _configs(settings: ConnectionSettings) -> dict[str, Any]:
     configs = settings.kafka_configs()
     configs["request_timeout_ms"] = settings.request_timeout_ms
+    # The snapshot topic is made only by --create-topic (compacted): never by
+    # a metadata request (auto.create.topics.enable would make it uncompacted).
+    configs["allow_auto_create_topics"] = False
+    configs["kafka_client"] = metadata_honouring_client
     return configs
 
 

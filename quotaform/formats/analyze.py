@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["AnalyzeSummary", "RejectedDoc", "SnapshotLine", "UsageRecord", "render_summary_json"]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class RejectedDoc(BaseModel):
@@ -52,7 +52,7 @@ class UsageRecord(BaseModel):
     """One usage sample (a row of Parquet / CSV, a line of JSON Lines): the
     generic usage table other tools write."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="allow", frozen=True)
     cluster: str = Field(min_length=1)
     broker: str = Field(min_length=1)
     timestamp: str = Field(
@@ -83,7 +83,7 @@ class UsageRecord(BaseModel):
 class SnapshotLine(BaseModel):
     """One line of a quota snapshot (``quotaform snapshot``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     format_version: Literal[1]
     cluster: str = Field(min_length=1)
     cluster_id: str | None

@@ -12,7 +12,6 @@ or stale has no entity entries and says why in ``error``.
 
 from __future__ import annotations
 
-import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,7 +25,7 @@ assert APPLY_FORMAT_VERSION == 1, "update ApplyDocument.format_version with the 
 
 __all__ = ["ApplyDocument", "apply_document", "render_apply_json"]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class EntityResultDoc(BaseModel):
@@ -52,7 +51,7 @@ class EntityResultDoc(BaseModel):
 class CountsDoc(BaseModel):
     """Entities by outcome."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
     applied: int
     failed: int
     unknown: int
@@ -157,6 +156,7 @@ def apply_document(
 
 
 def render_apply_json(document: ApplyDocument) -> str:
-    """``document`` as deterministic JSON (2-space indent, trailing newline)."""
-    data = document.model_dump(mode="json", by_alias=True)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    """``document`` as deterministic JSON (2-space indent, UTF-8 text, trailing
+    newline), written by pydantic-core (the text of :func:`json.dumps` but
+    for negative exponents: ``1e-7``)."""
+    return document.model_dump_json(indent=2, by_alias=True) + "\n"

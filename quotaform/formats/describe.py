@@ -20,7 +20,7 @@ from quotaform.plan.state import LiveState
 
 __all__ = ["DescribeDocument", "describe_document", "render_describe_json"]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class FilterDoc(BaseModel):

@@ -21,7 +21,7 @@ assert DRIFT_FORMAT_VERSION == 1, "update DriftDocument.format_version with the 
 
 __all__ = ["DriftDocument", "drift_document", "render_drift_json"]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class KeyDriftDoc(BaseModel):

@@ -54,7 +54,7 @@ __all__ = [
     "render_explain_json",
 ]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class MatchDoc(BaseModel):
@@ -116,7 +116,7 @@ class KeyMovesDoc(BaseModel):
 class ExplainDocument(BaseModel):
     """A quotaform explanation (JSON)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     format_version: Literal[1] = Field(description="Version of this format.")
     principal: dict[str, str | None] = Field(
         description='{"user": U, "client-id": C} (null: unknown; "" client-id: none sent) '

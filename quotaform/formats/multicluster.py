@@ -24,14 +24,14 @@ MULTI_CLUSTER_FORMAT_VERSION = 1
 class ClusterErrorDoc(BaseModel):
     """A cluster whose plan could not be made."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     error: str = Field(description="Why: the error message, as the CLI prints it.")
 
 
 class MultiClusterDocument(BaseModel):
     """``plan --all-clusters --output json``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     format_version: Literal[1] = Field(description="Version of this format.")
     clusters: dict[str, PlanDocument | ClusterErrorDoc] = Field(
         description="Cluster name -> its plan document (as `plan -o json` prints it) "

@@ -11,11 +11,12 @@ to the same :class:`~quotaform.plan.model.Plan` and
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_json
 
 from quotaform.formats.explain import (
     KeyDoc,
@@ -52,13 +53,14 @@ assert PLAN_FORMAT_VERSION == 1, "update PlanDocument.format_version with the fo
 __all__ = [
     "PlanDocument",
     "ProbeDoc",
+    "plan_data",
     "plan_document",
     "plan_from_document",
     "probe_doc",
     "render_json",
 ]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 EntityDoc = dict[str, str | None]
 
@@ -175,7 +177,7 @@ class ProbeDoc(BaseModel):
 class SummaryDoc(BaseModel):
     """Counts of entity changes by action."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
     create: int
     update: int
     delete: int
@@ -185,7 +187,7 @@ class SummaryDoc(BaseModel):
 class ScaledKeyDoc(BaseModel):
     """One entity's producer_byte_rate under the storage policy (bytes/s)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     entity: dict[str, str | None]
     declared: float = Field(description="The manifests' value, bytes/s.")
     written: float = Field(description="What the plan writes: declared x factor, bytes/s.")
@@ -195,7 +197,7 @@ class ScaledKeyDoc(BaseModel):
 class StorageDoc(BaseModel):
     """What the storage policy (spec.storagePolicy) did to the declared values."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     state: Literal["OPEN", "THROTTLE", "PAUSE"]
     factor: float = Field(ge=0, le=1, description="The factor written (a multiple of the step).")
     computed_factor: float = Field(description="The volumes' own factor, before the step.")
@@ -215,7 +217,7 @@ class StorageDoc(BaseModel):
 class PlanDocument(BaseModel):
     """A quotaform plan (JSON)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
     format_version: Literal[1] = Field(description="Version of this format.")
     cluster: str = Field(description="The manifests' cluster name.")
     cluster_id: str | None = Field(description="Id of the cluster the live state was read from.")
@@ -262,88 +264,105 @@ class PlanDocument(BaseModel):
     )
 
 
-def _fallback_doc(fallback: Fallback | None) -> FallbackDoc | None:
+def _fallback_data(fallback: Fallback | None) -> dict[str, Any] | None:
     if fallback is None:
         return None
-    return FallbackDoc(
-        entity=fallback.entity.as_dict() if fallback.entity is not None else None,
-        value=fallback.value,
-        varies_by=fallback.varies_by,
-    )
+    return {
+        "entity": fallback.entity.as_dict() if fallback.entity is not None else None,
+        "value": fallback.value,
+        "varies_by": fallback.varies_by,
+    }
 
 
-def _violation_doc(v: Violation) -> ViolationDoc:
-    return ViolationDoc(
-        kind=v.kind.value,
-        entity=v.entity.as_dict() if v.entity is not None else None,
-        key=v.key,
-        message=violation_message(v),
-        allow_flag=allow_flag(v.kind),
-        before=v.before,
-        after=v.after,
-        fallback_to=_fallback_doc(v.fallback),
-        limit=v.limit,
-        limit_name=v.limit_name,
-        deletes=v.deletes,
-        live=v.live,
-        declared_at=v.declared_at,
-        removed_keys=list(v.removed_keys),
-    )
+def _violation_data(v: Violation) -> dict[str, Any]:
+    return {
+        "kind": v.kind.value,
+        "entity": v.entity.as_dict() if v.entity is not None else None,
+        "key": v.key,
+        "message": violation_message(v),
+        "allow_flag": allow_flag(v.kind),
+        "before": v.before,
+        "after": v.after,
+        "fallback_to": _fallback_data(v.fallback),
+        "limit": v.limit,
+        "limit_name": v.limit_name,
+        "deletes": v.deletes,
+        "live": v.live,
+        "declared_at": v.declared_at,
+        "removed_keys": list(v.removed_keys),
+    }
+
+
+def _dumped(model: BaseModel | None) -> dict[str, Any] | None:
+    return None if model is None else model.model_dump(mode="json")
+
+
+def _floats(quotas: Mapping[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in sorted(quotas.items())}
+
+
+def plan_data(plan: Plan, review: PlanReview) -> dict[str, Any]:
+    """The JSON document of ``plan`` and its ``review`` as plain data: exactly
+    ``plan_document(plan, review).model_dump(mode="json", by_alias=True)``
+    (the :class:`PlanDocument` model is the schema and checks this shape in
+    the tests), built without a model instance per entity, which is what
+    kept ``plan -o json`` of 10,000 entities at twice ``json.dumps``
+    (benchmarks/README.md)."""
+    summary = plan.summary
+    fallbacks = review.fallbacks
+
+    def key_data(change: EntityChange, k: KeyChange) -> dict[str, Any]:
+        fallback = fallbacks.get((change.entity, k.key)) if fallbacks else None
+        return {
+            "key": k.key,
+            "action": k.action.value,
+            "before": None if k.before is None else float(k.before),
+            "after": None if k.after is None else float(k.after),
+            "fallback": fallback_text(fallback) if fallback is not None else None,
+            "fallback_to": _fallback_data(fallback),
+        }
+
+    return {
+        "format_version": 1,
+        "cluster": plan.cluster,
+        "cluster_id": plan.cluster_id,
+        "deletes_allowed": review.deletes_allowed,
+        "changes": [
+            {
+                "entity": c.entity.as_dict(),
+                "action": c.action.value,
+                "before": _floats(c.before),
+                "after": _floats(c.after),
+                "key_changes": [key_data(c, k) for k in c.key_changes],
+                "source": c.source,
+            }
+            for c in plan.changes
+        ],
+        "summary": {
+            "create": summary.create,
+            "update": summary.update,
+            "delete": summary.delete,
+            "no-op": summary.no_op,
+        },
+        "unmanaged": plan.unmanaged,
+        "warnings": list(plan.warnings),
+        "violations": [_violation_data(v) for v in review.violations],
+        "refused": review.refused,
+        "allow_flags": missing_permissions(review.violations),
+        "live_state_rpcs": dict(sorted(plan.rpc_counts.items())),
+        "probes": [probe_doc(i).model_dump(mode="json") for i in review.probes],
+        "unmanaged_by_shape": dict(plan.unmanaged_by_shape),
+        "outside_scope": [
+            {"entity": e.as_dict(), "quotas": _floats(q)}
+            for e, q in sorted(plan.outside.items(), key=lambda p: p[0].sort_key())
+        ],
+        "storage": _dumped(storage_doc(plan.storage)),
+    }
 
 
 def plan_document(plan: Plan, review: PlanReview) -> PlanDocument:
-    """The JSON model of ``plan`` and its ``review``."""
-    summary = plan.summary
-
-    def key_doc(change: EntityChange, k: KeyChange) -> KeyChangeDoc:
-        fallback = review.fallbacks.get((change.entity, k.key))
-        return KeyChangeDoc(
-            key=k.key,
-            action=k.action.value,
-            before=k.before,
-            after=k.after,
-            fallback=fallback_text(fallback) if fallback is not None else None,
-            fallback_to=_fallback_doc(fallback),
-        )
-
-    return PlanDocument(
-        format_version=1,
-        cluster=plan.cluster,
-        cluster_id=plan.cluster_id,
-        deletes_allowed=review.deletes_allowed,
-        changes=[
-            ChangeDoc(
-                entity=c.entity.as_dict(),
-                action=c.action.value,
-                before=dict(sorted(c.before.items())),
-                after=dict(sorted(c.after.items())),
-                key_changes=[key_doc(c, k) for k in c.key_changes],
-                source=c.source,
-            )
-            for c in plan.changes
-        ],
-        summary=SummaryDoc.model_validate(
-            {
-                "create": summary.create,
-                "update": summary.update,
-                "delete": summary.delete,
-                "no-op": summary.no_op,
-            }
-        ),
-        unmanaged=plan.unmanaged,
-        warnings=list(plan.warnings),
-        violations=[_violation_doc(v) for v in review.violations],
-        refused=review.refused,
-        allow_flags=missing_permissions(review.violations),
-        live_state_rpcs=dict(sorted(plan.rpc_counts.items())),
-        probes=[probe_doc(i) for i in review.probes],
-        unmanaged_by_shape=dict(plan.unmanaged_by_shape),
-        outside_scope=[
-            OutsideDoc(entity=e.as_dict(), quotas=dict(sorted(q.items())))
-            for e, q in sorted(plan.outside.items(), key=lambda p: p[0].sort_key())
-        ],
-        storage=storage_doc(plan.storage),
-    )
+    """The JSON model of ``plan`` and its ``review`` (:func:`plan_data`, validated)."""
+    return PlanDocument.model_validate(plan_data(plan, review))
 
 
 def storage_doc(scaling: StorageScaling | None) -> StorageDoc | None:
@@ -424,9 +443,12 @@ def _probe(doc: ProbeDoc) -> ProbeImpact:
 
 
 def render_json(plan: Plan, review: PlanReview) -> str:
-    """The plan and its review as deterministic JSON (2-space indent, trailing newline)."""
-    data = plan_document(plan, review).model_dump(mode="json", by_alias=True)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    """The plan and its review as deterministic JSON (2-space indent, UTF-8
+    text rather than ``\\u`` escapes, trailing newline): :func:`plan_data`
+    written by pydantic-core's serializer, the same text as
+    ``json.dumps(..., indent=2, ensure_ascii=False)`` but for the spelling of
+    negative exponents (``1e-7``, not ``1e-07``), parsed to the same number."""
+    return to_json(plan_data(plan, review), indent=2).decode() + "\n"
 
 
 # ----------------------------------------------------------------- decoding

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from quotaform.errors import PlanFileError
-from quotaform.formats.plan import PlanDocument, plan_document, plan_from_document
+from quotaform.formats.plan import PlanDocument, plan_data, plan_from_document
 from quotaform.plan.model import PLAN_FORMAT_VERSION, Plan
 from quotaform.plan.review import PlanReview
 
@@ -56,7 +56,7 @@ PLANFILE_FORMAT_VERSION = 1
 class SignatureDoc(BaseModel):
     """An HMAC of the file's body, made with ``QUOTAFORM_PLAN_KEY``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     alg: Literal["HMAC-SHA256"]
     value: str = Field(description="Hex digest over the canonical JSON of the body.")
 
@@ -64,7 +64,7 @@ class SignatureDoc(BaseModel):
 class PlanFileDocument(BaseModel):
     """A saved plan file (``plan --out FILE``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     format_version: Literal[1] = Field(
         default=1, description="Version of the saved-plan envelope (absent in early files)."
     )
@@ -116,7 +116,7 @@ def write_plan_file(
     """
     from quotaform import __version__
 
-    data = plan_document(plan, review).model_dump(mode="json", by_alias=True)
+    data = plan_data(plan, review)
     body: dict[str, Any] = {
         "format_version": PLANFILE_FORMAT_VERSION,
         "plan": data,

@@ -45,8 +45,8 @@ __all__ = [
 ]
 
 STORAGE_STATUS_FORMAT_VERSION = 1
-_OPEN = ConfigDict(extra="allow", populate_by_name=True)
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_OPEN = ConfigDict(defer_build=True, extra="allow", populate_by_name=True)
+_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class LimitRecord(BaseModel):

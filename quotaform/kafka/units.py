@@ -33,6 +33,7 @@ reject them. YAML booleans are not numbers.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -233,18 +234,25 @@ def parse_quota_value(key: str, raw: object) -> float:
             stricter where the controller tolerates nonsense (NaN, +Inf, 1e-6
             fractional slack).
     """
+    # Manifests repeat a few values thousands of times; errors are not cached.
+    if type(raw) in (str, int, float):
+        return _parse_cached(key, raw)
+    return _parse(key, raw)
+
+
+def _parse(key: str, raw: object) -> float:
     spec = _spec(key, raw)
     try:
         exact = _to_decimal(spec, raw)
     except InvalidOperation as exc:  # pragma: no cover - the regexes admit only decimals
         raise QuotaValueError(key, raw, f"{render_raw(raw)} is not a number") from exc
 
-    shown = render_raw(raw)
     if exact <= 0:
-        raise QuotaValueError(key, raw, f"{shown} must be greater than 0")
+        raise QuotaValueError(key, raw, f"{render_raw(raw)} must be greater than 0")
     max_value = spec.max_value
     if max_value is not None:
         if exact != exact.to_integral_value():
+            shown = render_raw(raw)
             if spec.unit == "bytes/s":
                 msg = f"{shown} is {exact.normalize():f} bytes/s: not a whole number of bytes/s"
             else:
@@ -256,13 +264,16 @@ def parse_quota_value(key: str, raw: object) -> float:
             raise QuotaValueError(
                 key,
                 raw,
-                f"{shown} is too large: at most {max_value} {spec.unit} "
+                f"{render_raw(raw)} is too large: at most {max_value} {spec.unit} "
                 f"({_JAVA_MAX_NAME[spec.value_type]})",
             )
     value = float(exact)
     if not math.isfinite(value):
-        raise QuotaValueError(key, raw, f"{shown} is too large for a float64")
+        raise QuotaValueError(key, raw, f"{render_raw(raw)} is too large for a float64")
     return value
+
+
+_parse_cached = functools.lru_cache(maxsize=1 << 16, typed=True)(_parse)
 
 
 def _plain_number(value: float) -> str:
@@ -284,6 +295,7 @@ def _exact_in_unit(value: int, size: int) -> str | None:
     return f"{whole}.{frac:02d}".rstrip("0")
 
 
+@functools.lru_cache(maxsize=1 << 16, typed=True)
 def format_quota_value(key: str, value: float) -> str:
     """A readable form of a stored quota value that parses back to ``value``.
 

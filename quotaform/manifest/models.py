@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from quotaform.kafka.entity import SHAPE_NAMES, Entity
+from quotaform.kafka.entity import CLIENT_ID, IP, SHAPE_NAMES, USER, Entity
 from quotaform.kafka.keys import QUOTA_KEYS, ValueType
 from quotaform.kafka.resolution import Principal
 from quotaform.kafka.units import parse_quota_value, render_raw, value_pattern
@@ -224,12 +224,13 @@ class EntitySpec(BaseModel):
 
     def to_entity(self) -> Entity:
         """The :class:`~quotaform.kafka.entity.Entity` (default parts have name ``None``)."""
-        parts: dict[str, str | None] = {}
-        for field, etype in _ENTITY_FIELD_TYPES.items():
-            value = getattr(self, field)
+        # Built in the entity's canonical order (user, client-id, ip) without
+        # sorting: this runs for every entry of every load.
+        parts: list[tuple[str, str | None]] = []
+        for etype, value in ((USER, self.user), (CLIENT_ID, self.client_id), (IP, self.ip)):
             if value is not None:
-                parts[etype] = None if isinstance(value, DefaultEntity) else value
-        return Entity.from_mapping(parts)
+                parts.append((etype, value if isinstance(value, str) else None))
+        return Entity(tuple(parts))
 
 
 def _parse_value(value: object, info: ValidationInfo) -> float:

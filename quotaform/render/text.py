@@ -3,7 +3,7 @@ markdown for a pull request."""
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.text import Span, Text
 
 from quotaform.kafka.entity import escape_unprintable, quote_name
 from quotaform.kafka.units import format_quota_value
@@ -80,12 +80,34 @@ def _key_lines(change: EntityChange, review: PlanReview | None) -> list[tuple[Ke
     return lines
 
 
+class _TextBuilder:
+    """Collects ``(text, style)`` pieces and makes one rich ``Text`` of them:
+    the same text and styles as ``Text.append`` for each piece, without its
+    per-piece work (a third of a second for a 10,000-entity plan)."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._spans: list[Span] = []
+        self._end = 0
+
+    def append(self, piece: str, style: str | None = None) -> None:
+        start, self._end = self._end, self._end + len(piece)
+        if style and piece:
+            self._spans.append(Span(start, self._end, style))
+        self._parts.append(piece)
+
+    def text(self) -> Text:
+        out = Text("".join(self._parts))
+        out.spans = self._spans
+        return out
+
+
 def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
     """The plan as rich ``Text``: print it with a ``Console`` (colour on a TTY),
     or take ``.plain`` for plain text. Changes sorted by entity; no-ops
     omitted; with ``review``, removed keys' fallbacks and, when apply would
     refuse the plan, every reason and every flag that would allow it."""
-    out = Text()
+    out = _TextBuilder()
     where = f"cluster {quote_name(plan.cluster)}" + (
         f" (id {plan.cluster_id})" if plan.cluster_id else ""
     )
@@ -125,7 +147,7 @@ def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
         out.append(f"{where}: ", style="bold")
     out.append(summary_line(plan) + "\n", style="bold")
     out.append(_footer(plan) + "\n", style="dim")
-    return out
+    return out.text()
 
 
 #: Plans with more entity changes than this fold their table into <details>.

@@ -162,3 +162,25 @@ def test_two_saved_plans_applied_at_once_never_both_succeed(
         ),
     )
     assert set(live) == {Entity.of(user=f"{uniq}{i:04d}") for i in range(n)}
+
+
+def test_reading_a_released_lock_never_recreates_it(kafka_broker) -> None:  # type: ignore[no-untyped-def]
+    # A blocked apply reads the holder record while the holder releases: its
+    # consumer's metadata request must not re-create the lock topic (the
+    # broker auto-creates topics by default), or the lock would stay held by
+    # nobody. Found when apply got fast enough for the race to happen.
+    from quotaform.cluster.lock import current_holder
+
+    settings = load_connection_settings(bootstrap_server=kafka_broker.bootstrap, env={})
+    client = open_admin(settings, read_only=False)
+    try:
+        acquire(client, settings, command="test")
+        release(client)
+        assert current_holder(settings) is None
+        time.sleep(0.5)
+        assert LOCK_TOPIC not in client.list_topics()
+        holder = acquire(client, settings, command="test")  # free: not left held
+        assert current_holder(settings) == holder
+        release(client)
+    finally:
+        client.close()

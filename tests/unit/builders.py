@@ -3,8 +3,10 @@ plans and their reviews, without YAML or a broker."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
+from quotaform.formats.plan import PlanDocument, plan_data, render_json
 from quotaform.kafka.entity import SHAPES, Entity
 from quotaform.plan.diff import compute_plan
 from quotaform.plan.model import Plan
@@ -95,3 +97,13 @@ def reviewed(
     """The plan and its review (``flags`` over the desired state's budget)."""
     plan = plan_of(desired, live)
     return plan, review_plan(plan, desired, flags)
+
+
+def assert_plan_data_is_its_model(plan: Plan, review: PlanReview) -> None:
+    """plan_data (built without models, for speed) is exactly what the
+    PlanDocument model validates and dumps: the model stays the one shape."""
+    data = plan_data(plan, review)
+    modelled = PlanDocument.model_validate(data).model_dump(mode="json", by_alias=True)
+    assert data == modelled
+    assert json.dumps(data, sort_keys=False) == json.dumps(modelled, sort_keys=False)  # order
+    assert render_json(plan, review) == json.dumps(data, indent=2, ensure_ascii=False) + "\n"

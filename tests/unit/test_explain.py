@@ -34,7 +34,7 @@ from quotaform.plan.state import Probe, SourceLocation
 from quotaform.render.explain import render_explain_text
 from quotaform.render.text import render_markdown, render_text
 
-from .builders import desired_state, live_state, reviewed
+from .builders import assert_plan_data_is_its_model, desired_state, live_state, reviewed
 
 MiB = 1024 * 1024
 U, C = "svc-a", "ingest"
@@ -304,6 +304,7 @@ def test_saved_plans_and_drift_carry_the_probe_view(tmp_path: Path) -> None:
     assert again.probes == review.probes
     assert render_text(again_plan, again).plain == render_text(plan, review).plain
     doc = json.loads(render_json(plan, review))
+    assert_plan_data_is_its_model(plan, review)
     assert doc["probes"][0]["keys"]["producer_byte_rate"]["group_changed"] is True
     assert plan_from_document(PlanDocument.model_validate(doc))[1].probes == review.probes
     drift = compute_drift(desired, live_state(live))

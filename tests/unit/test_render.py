@@ -6,11 +6,13 @@ Regenerate after an intended change with
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 from rich.console import Console
 
+from quotaform.cli.output import print_text
 from quotaform.formats.plan import PlanDocument, render_json
 from quotaform.formats.schemas import SCHEMAS
 from quotaform.kafka.entity import Entity
@@ -19,7 +21,7 @@ from quotaform.plan.review import PlanReview
 from quotaform.plan.state import Scope, ScopeRule
 from quotaform.render.text import render_markdown, render_text
 
-from .builders import desired_state, live_state, reviewed
+from .builders import assert_plan_data_is_its_model, desired_state, live_state, reviewed
 from .conftest import Golden
 
 
@@ -74,6 +76,42 @@ def test_text_on_a_terminal_has_colour() -> None:
     assert "\x1b[" in console.export_text(styles=True)
 
 
+def test_text_styles(golden: Golden) -> None:
+    # Every span's style, as a terminal shows it (the golden file was made by
+    # the Text.append renderer that _TextBuilder replaced: byte for byte).
+    shown = []
+    for allow in (True, False):
+        console = Console(
+            force_terminal=True,
+            color_system="standard",
+            width=200,
+            record=True,
+            file=io.StringIO(),
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+        console.print(render_text(*_plan(allow_deletes=allow)))
+        shown.append(console.export_text(styles=True))
+    golden("plan_styled.ansi", "\n".join(shown))
+
+
+@pytest.mark.parametrize("allow_deletes", [True, False])
+def test_plain_printing_is_what_rich_prints(allow_deletes: bool) -> None:
+    # Without colour print_text writes .plain itself; rich would write the same.
+    text = render_text(*_plan(allow_deletes=allow_deletes))
+    printed = []
+    for printer in (lambda c, t: c.print(t), print_text):
+        out = io.StringIO()
+        console = Console(
+            file=out, color_system=None, markup=False, highlight=False, soft_wrap=True
+        )
+        printer(console, text)
+        printed.append(out.getvalue())
+    assert printed[0] == printed[1]
+    assert printed[1].endswith("\n") and "\x1b" not in printed[1]
+
+
 def test_markdown(golden: Golden) -> None:
     golden("plan.md", render_markdown(*_plan()))
 
@@ -91,6 +129,12 @@ def test_json_round_trips_through_its_model() -> None:
     first = data["changes"][0]
     assert set(first) >= {"entity", "action", "before", "after"}
     assert data["changes"][0]["entity"] == {"user": None}
+
+
+@pytest.mark.parametrize("allow_deletes", [True, False])
+def test_plan_data_is_exactly_the_models_dump(allow_deletes: bool) -> None:
+    # refused (violations with fallbacks), deletes, defaults, outside-scope entities
+    assert_plan_data_is_its_model(*_plan(allow_deletes=allow_deletes))
 
 
 def test_empty_plan_says_so_in_one_sentence() -> None:

@@ -155,3 +155,16 @@ def test_keys_must_fit_the_principal_and_unlimited_is_the_brokers_bound() -> Non
     # Keys that do not fit an entity's types are ignored, as the broker ignores them.
     odd = QuotaIndex({Entity.of(ip=None): {"producer_byte_rate": 5.0}})
     assert resolve(odd, Principal(user="u", client_id="c"), "producer_byte_rate").unlimited
+
+
+def test_entity_hash_and_shape_survive_pickling() -> None:
+    # Entity keeps its hash and types precomputed; a pickle (Spark ships
+    # entities to worker processes, whose string hashes differ) rebuilds them.
+    import pickle
+
+    entity = Entity.of(user="svc-a", client_id=None)
+    again = pickle.loads(pickle.dumps(entity))
+    assert again == entity and hash(again) == hash(entity)
+    assert again.types == ("user", "client-id") and again.types is entity.types
+    assert {entity: 1}[Entity.from_mapping({"client-id": None, "user": "svc-a"})] == 1
+    assert Entity.of(user="a") != Entity.of(client_id="a")

@@ -35,6 +35,8 @@ from quotaform.plan.storage import (
     volume_verdict,
 )
 
+from .builders import assert_plan_data_is_its_model
+
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 GiB = 1 << 30
 CAP = 100 * GiB
@@ -229,6 +231,7 @@ def test_restoring_a_paused_quota_is_not_relaxing_and_round_trips_in_the_plan(
     review = review_plan(plan, scaled)
     assert not review.violations  # 2KiB -> 10MiB is x5120, but it is the declared value
     doc = plan_document(plan, review)
+    assert_plan_data_is_its_model(plan, review)
     again, _ = plan_from_document(PlanDocument.model_validate(json.loads(doc.model_dump_json())))
     assert again.storage is not None
     assert (again.storage.state, again.storage.factor) == (StorageState.OPEN, 1.0)

@@ -271,3 +271,17 @@ def test_schema_pattern_accepts_exactly_what_the_parser_reads(raw: str) -> None:
     except QuotaValueError:
         parsed = False
     assert bool(re.match(value_pattern("producer_byte_rate"), raw)) is parsed
+
+
+def test_the_value_cache_never_hides_an_error_or_mixes_types() -> None:
+    # parse_quota_value caches by (key, raw, type): a bad value fails every
+    # time, and True is never read as the cached 1 (nor 1.0 as 1).
+    for _ in range(3):
+        with pytest.raises(QuotaValueError, match="not a byte rate"):
+            parse_quota_value("producer_byte_rate", "lots")
+    assert parse_quota_value("controller_mutation_rate", 1) == 1.0
+    with pytest.raises(QuotaValueError, match="boolean"):
+        parse_quota_value("controller_mutation_rate", True)
+    assert parse_quota_value("request_percentage", 12.5) == 12.5
+    assert format_quota_value("request_percentage", 12.5) == "12.5%"
+    assert format_quota_value("producer_byte_rate", 1536.0) == "1.5KiB"

@@ -56,6 +56,7 @@ __all__ = [
     "QuotaAdminClient",
     "RetryPolicy",
     "batches",
+    "metadata_honouring_client",
 ]
 
 log = logging.getLogger(__name__)
@@ -435,6 +436,30 @@ class _PendingEntities(BrokerError):
     def __init__(self, errors: dict[Entity, BrokerError], first: BrokerError) -> None:
         super().__init__(first.code, first.name, first.broker_message, api=first.api)
         self.errors = errors
+
+
+#: Client settings kafka-python 3.0 does not hand to a client's cluster
+#: metadata (it builds ``ClusterMetadata`` with its defaults).
+_METADATA_SETTINGS = ("allow_auto_create_topics", "retry_backoff_ms")
+
+
+def metadata_honouring_client(**config: Any) -> Any:
+    """kafka-python's network client for a ``KafkaProducer`` / ``KafkaConsumer``
+    (their public ``kafka_client`` setting) whose metadata requests follow the
+    client's own ``allow_auto_create_topics`` and ``retry_backoff_ms``.
+
+    kafka-python 3.0.12 drops both on the way to the client's
+    ``ClusterMetadata``: a consumer made with ``allow_auto_create_topics=False``
+    still had its first metadata request re-create a just-deleted topic (the
+    broker's ``auto.create.topics.enable``), and a producer waited the default
+    100 ms between metadata attempts. Proven in
+    ``tests/integration/test_apply_lock.py``."""
+    client = KafkaNetClient(**config)
+    cluster = client._manager.cluster
+    for name in _METADATA_SETTINGS:
+        if name in config:
+            cluster.config[name] = config[name]
+    return client
 
 
 class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):

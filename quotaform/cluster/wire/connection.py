@@ -22,8 +22,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import javaproperties
-
 from quotaform.errors import ConnectionSettingsError
 
 __all__ = [
@@ -151,6 +149,8 @@ def _parse_jaas(jaas: str, source: str) -> tuple[str | None, str | None]:
 
 
 def _from_properties(path: Path) -> dict[str, Any]:
+    import javaproperties  # here: only --command-config needs it (10 ms of imports)
+
     try:
         with path.open(encoding="utf-8") as fh:
             props: dict[str, str] = javaproperties.load(fh)
