@@ -49,7 +49,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from plan_apply import PREFIX, run_child, wait_converged, write_manifests  # noqa: E402
+from plan_apply import (  # noqa: E402
+    PREFIX,
+    run_child,
+    wait_converged,
+    write_manifests,
+    write_results,
+)
 
 
 def wipe(bootstrap: str) -> None:
@@ -109,11 +115,14 @@ class Runner:
     at about 10 MiB, the floor of any Python process."""
 
     def __init__(self) -> None:
+        # Children start in a neutral directory: ``python -m quotaform`` puts
+        # the working directory first on sys.path, ahead of --source.
         self._proc = subprocess.Popen(
             [sys.executable, "-S", "-c", RUNNER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            cwd=tempfile.gettempdir(),
         )
 
     def run(self, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -147,6 +156,7 @@ def top_imports(argv: list[str], env: dict[str, str], count: int = 12) -> list[d
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", *argv],
         env=env,
+        cwd=tempfile.gettempdir(),
         capture_output=True,
         text=True,
         check=False,
@@ -228,8 +238,20 @@ def main() -> int:
 
     compileall.compile_dir(str((args.source or HERE.parent) / "quotaform"), quiet=1, force=False)
     floor = [sys.executable, str(HERE / "floor.py")]
+    measured = subprocess.run(
+        [sys.executable, "-c", "import quotaform; print(quotaform.__file__)"],
+        env=env,
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    expected = (args.source or HERE.parent).resolve() / "quotaform" / "__init__.py"
+    if Path(measured).resolve() != expected:
+        raise SystemExit(f"quotaform would be imported from {measured}, not {expected}")
     results: dict[str, Any] = {
         "source": str(args.source or HERE.parent),
+        "quotaform_imported_from": measured,
         "python": sys.version.split()[0],
         "machine_cpus": os.cpu_count(),
         "bytecode": "precompiled (compileall), as a pip install leaves it",
@@ -341,6 +363,7 @@ def main() -> int:
                         str(args.repeat),
                     ],
                     env=env,
+                    cwd=tempfile.gettempdir(),
                     capture_output=True,
                     text=True,
                     check=True,
@@ -351,10 +374,7 @@ def main() -> int:
         if started is not None:
             stop_broker(name="bench")
         runner.close()
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    write_results(results, args.out)
     return 0
 
 

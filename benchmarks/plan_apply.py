@@ -62,6 +62,14 @@ def write_manifests(directory: Path, n: int) -> Path:
     return path
 
 
+def write_results(results: dict[str, Any], out: Path | None) -> None:
+    """Print the results as JSON, and write them to ``out`` when given."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
+
+
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -322,10 +330,7 @@ def main() -> int:
     finally:
         if started is not None:
             stop_broker(name="bench")
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    write_results(results, args.out)
     return 0
 
 

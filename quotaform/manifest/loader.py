@@ -486,7 +486,7 @@ def load_manifests(paths: Sequence[str | Path], *, cluster: str | None = None) -
             outside the scope.
     """
     # The load makes a few objects per YAML scalar and frees few: the cyclic
-    # collector would walk them again and again (about 40 % of the load).
+    # collector would walk them again and again (about 30 % of the load).
     with gc_paused():
         return _load(paths, cluster)
 
