@@ -192,7 +192,8 @@ def read_usage_frame(
     document is never one task). Every row is checked once (rows of clusters
     not in ``known`` are rejected too); the checked rows are cached, counted
     by reason in one pass, and the first rejected ones named by file and row.
-    The returned DataFrame is cached: unpersist it when done.
+    The returned DataFrame is cached when any input is text (unpersist it
+    when done); Parquet alone is read again by each action.
     """
     rejected = Rejections()
     frames: list[DataFrame] = []
@@ -269,9 +270,15 @@ def read_usage_frame(
             merged = merged.unionByName(part)
         return merged if with_where else merged.drop("_where")
 
-    # The checked rows are cached without their file/row label (a string per
-    # row); the first rejected rows are found again, labelled, only if any.
-    checked = check_all(False).cache()
+    # Text (CSV, JSON Lines, staged Prometheus/JmxTool) is parsed once: the
+    # checked rows are cached, without their file/row label (a string per
+    # row). Parquet alone is scanned again instead: building the in-memory
+    # cache of 10M rows took 13 s, a scan and check of them 2 s
+    # (benchmarks/README.md). The first rejected rows are found again,
+    # labelled, only if any.
+    checked = check_all(False)
+    if generic["csv"] or generic["json"]:
+        checked = checked.cache()
     counts = checked.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect()
     for row in counts:
         if row["kind"] is not None:
