@@ -183,7 +183,7 @@ class Document:
     ...) to their values, for the set-level agreement check."""
 
     path: str
-    root: Any  # plain data
+    root: Any  # plain data (its spec.quotas is emptied: the entries are in quotas)
     lines: Lines  # where the document's fields are written
     clusters: tuple[str, ...] | None = None  # None: not known (metadata invalid)
     shared: bool = False  # named by metadata.clusters rather than metadata.cluster
