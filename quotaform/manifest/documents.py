@@ -38,7 +38,7 @@ from quotaform.manifest.models import (
 from quotaform.manifest.yamlsource import Lines, Loc, describe_yaml_error, read_documents
 from quotaform.plan.state import SourceLocation
 
-__all__ = ["DeclaredEntry", "Document", "read_set"]
+__all__ = ["DeclaredEntry", "Document", "read_set", "written_ip"]
 
 
 def _yaml_problem(path: str, exc: YAMLError, text: str) -> ManifestProblem:
@@ -153,7 +153,8 @@ class DeclaredEntry:
         values: quota key -> quota value (bytes/s, %, mutations/s,
             connections/s), sorted by key.
         prevent_destroy: ``preventDestroy``.
-        written_ip: the ip as written when it is not the canonical spelling.
+        written_ip: the ip as written (:func:`written_ip`), which may not be its
+            canonical spelling.
     """
 
     entity: Entity
@@ -164,15 +165,20 @@ class DeclaredEntry:
     @classmethod
     def of(cls, entry: QuotaEntry, raw: Any) -> DeclaredEntry:
         """From a validated entry and its raw YAML data."""
-        entity = entry.entity.to_entity()
-        written = raw.get("entity", {}).get("ip") if isinstance(raw, dict) else None
-        canonical = entity.name("ip") if "ip" in entity.types else None
+        entity = raw.get("entity") if isinstance(raw, dict) else None
         return cls(
-            entity,
+            entry.entity.to_entity(),
             entry.values.as_dict(),
             entry.prevent_destroy,
-            written if isinstance(written, str) and written != canonical else None,
+            written_ip(entity),
         )
+
+
+def written_ip(raw_entity: Any) -> str | None:
+    """The ip of a raw ``entity`` mapping as written (before normalising),
+    if it has one."""
+    written = raw_entity.get("ip") if isinstance(raw_entity, dict) else None
+    return written if isinstance(written, str) else None
 
 
 @dataclass

@@ -24,7 +24,7 @@ from quotaform.kafka.entity import Entity, shape_from_name, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import Principal, QuotaIndex, ShadowKind, shadows
 from quotaform.kafka.units import render_raw
-from quotaform.manifest.documents import DeclaredEntry, Document, read_set
+from quotaform.manifest.documents import DeclaredEntry, Document, read_set, written_ip
 from quotaform.manifest.models import ALL_CLUSTERS, ScopeEntry
 from quotaform.manifest.yamlsource import gc_paused
 from quotaform.plan.state import (
@@ -80,12 +80,12 @@ def _check_names(
     loc: tuple[int | str, ...],
     entity: Entity,
     warnings: list[ManifestProblem],
-    written_ip: str | None,
+    ip_as_written: str | None,
 ) -> str:
     """Warnings about names that are valid but probably not meant; returns a
     note on a respelled IP (empty when none) for later messages. ``loc`` is the
     entity's location in the document (``spec, quotas, 3, entity``);
-    ``written_ip`` the ip as written when it is not the canonical spelling."""
+    ``ip_as_written`` the ip as written (:func:`~quotaform.manifest.documents.written_ip`)."""
     note = ""
     for etype, name in entity.parts:
         at = (*loc, etype)
@@ -97,11 +97,11 @@ def _check_names(
                     *at,
                 )
             )
-        if etype == "ip" and written_ip is not None and written_ip != name:
-            note = f" ({render_raw(written_ip)} is the same address)"
+        if etype == "ip" and ip_as_written is not None and ip_as_written != name:
+            note = f" ({render_raw(ip_as_written)} is the same address)"
             warnings.append(
                 doc.problem(
-                    f"ip {render_raw(written_ip)} is used as {render_raw(name)}, its canonical "
+                    f"ip {render_raw(ip_as_written)} is used as {render_raw(name)}, its canonical "
                     "spelling: Kafka stores two spellings of one address as separate "
                     "entities that enforce as one",
                     *at,
@@ -110,13 +110,12 @@ def _check_names(
     return note
 
 
-def _written_ip(doc: Document, loc: tuple[int | str, ...]) -> str | None:
-    """The ip of the entity at ``loc`` in the document's raw data, as written."""
+def _raw_at(doc: Document, loc: tuple[int | str, ...]) -> Any:
+    """The document's raw data at ``loc``."""
     raw: Any = doc.root
     for part in loc:
         raw = raw[part]
-    written = raw.get("ip") if isinstance(raw, dict) else None
-    return written if isinstance(written, str) else None
+    return raw
 
 
 def _agree(
@@ -362,7 +361,7 @@ def _protected_entities(
         for index, protect in doc.protect:
             loc = ("spec", "protect", index, "entity")
             entity = protect.entity.to_entity()
-            _check_names(doc, loc, entity, warnings, _written_ip(doc, loc))
+            _check_names(doc, loc, entity, warnings, written_ip(_raw_at(doc, loc)))
             if scope is not None and not scope.contains(entity):
                 problems.append(doc.problem(_outside(entity, scope, "protected but "), *loc))
             protected.setdefault(entity, doc.source("spec", "protect", index))

@@ -274,6 +274,22 @@ def describe_yaml_error(exc: YAMLError, text: str | None = None) -> tuple[int | 
 # ------------------------------------------------------- the fast path
 
 
+class _Composed:
+    """A text's node trees, composed once when a document of it first needs
+    a line the fast path did not keep (every document of the text shares it)."""
+
+    def __init__(self, text: str) -> None:
+        self._text: str | None = text
+        self._nodes: list[Node] | None = None
+
+    def nodes(self) -> list[Node]:
+        if self._nodes is None:
+            assert self._text is not None
+            self._nodes = [node for _, node in compose_documents(self._text)]
+            self._text = None
+        return self._nodes
+
+
 class Lines:
     """Line numbers of one document read by :func:`read_documents`.
 
@@ -283,17 +299,17 @@ class Lines:
     node trees took 5.6 s and 600 MiB, without them 1.9 s and 133 MiB
     (peak RSS of the whole process). Any other
     location (a problem deep inside an entry) is found by composing the text
-    again with node marks, once per document, when first asked."""
+    again with node marks, once per text, when first asked."""
 
     def __init__(
         self,
-        text: str,
+        source: _Composed | None,
         index: int,
         keys: dict[Loc, int] | None = None,
         items: dict[Loc, list[int]] | None = None,
         node: Node | None = None,
     ) -> None:
-        self._text = text
+        self._source = source  # the text's node trees, shared by its documents
         self._index = index  # the document's position among the non-empty ones
         self._keys = keys or {}
         self._items = items or {}
@@ -302,15 +318,14 @@ class Lines:
     @classmethod
     def of_node(cls, node: Node) -> Lines:
         """Lines read from an already composed node tree."""
-        return cls("", 0, node=node)
+        return cls(None, 0, node=node)
 
     @property
     def node(self) -> Node:
         """The document's node tree (composed on first use)."""
         if self._node is None:
-            documents = list(compose_documents(self._text))
-            self._node = documents[self._index][1]
-            self._text = ""
+            assert self._source is not None
+            self._node = self._source.nodes()[self._index]
         return self._node
 
     def locate(self, loc: Loc) -> tuple[int | None, str]:
@@ -393,6 +408,7 @@ def _read_fast(text: str) -> list[tuple[Any, Lines]]:
     constructors = constructor.yaml_constructors
     anywhere = table[None]
     documents: list[tuple[Any, Lines]] = []
+    source = _Composed(text)
     # Each open container: [container, its loc, pending key (mappings), key line]
     stack: list[list[Any]] = []
     keys: dict[Loc, int] = {}
@@ -457,7 +473,7 @@ def _read_fast(text: str) -> list[tuple[Any, Lines]]:
                 root, keys, items = _NOTHING, {}, {}
             elif kind is DocumentEndEvent:
                 if root is not _NOTHING and root is not None:
-                    documents.append((root, Lines(text, len(documents), keys, items)))
+                    documents.append((root, Lines(source, len(documents), keys, items)))
             elif kind is StreamEndEvent:
                 break
             elif kind is not StreamStartEvent:
