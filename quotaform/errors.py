@@ -22,6 +22,7 @@ __all__ = [
     "EXIT_CHANGES",
     "EXIT_CODE_MEANINGS",
     "EXIT_ERROR",
+    "EXIT_LOCK_HELD",
     "EXIT_NOT_CONVERGED",
     "EXIT_OK",
     "EXIT_PARTIAL",
@@ -42,6 +43,7 @@ __all__ = [
     "ManifestError",
     "ManifestProblem",
     "PlanFileError",
+    "PlanKeyError",
     "QuotaformError",
     "ReadOnlyError",
     "SandboxError",
@@ -56,6 +58,7 @@ EXIT_CHANGES = 2
 EXIT_PARTIAL = 3
 EXIT_NOT_CONVERGED = 4
 EXIT_STALE_PLAN = 5
+EXIT_LOCK_HELD = 6
 EXIT_SANDBOX_NOT_RUNNING = 3
 EXIT_SANDBOX_UNRESPONSIVE = 4
 
@@ -77,6 +80,9 @@ EXIT_CODE_MEANINGS: Mapping[int, str] = MappingProxyType(
         "in time; sandbox status: not answering",
         EXIT_STALE_PLAN: "apply PLANFILE: the saved plan is stale (the cluster changed since "
         "it was made); nothing applied",
+        EXIT_LOCK_HELD: "apply: everything the report says was done, but the apply lock could "
+        "not be released (a Warning: line names the lock id): it blocks the next apply until "
+        "quotaform unlock; any other failure keeps its own exit code",
     }
 )
 
@@ -159,6 +165,11 @@ class ExportError(QuotaformError):
 class PlanFileError(QuotaformError):
     """A saved plan cannot be used: unreadable, damaged, from a newer
     quotaform, or for another cluster. Nothing was applied."""
+
+
+class PlanKeyError(QuotaformError):
+    """``QUOTAFORM_PLAN_KEY`` is set but empty: neither signing nor checking
+    a signature is possible, and going on unsigned would be silent."""
 
 
 class SandboxError(QuotaformError):

@@ -23,8 +23,10 @@ from quotaform.errors import (
     QuotaformError,
     StaleStorageError,
 )
+from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests, manifest_clusters
 from quotaform.plan.diff import compute_plan
+from quotaform.plan.differences import differences
 from quotaform.plan.drift import DriftReport, compute_drift
 from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
@@ -138,9 +140,32 @@ def review_saved_plan(
         raise PlanFileError(
             f"the saved plan does not match the manifests for {len(wrong)} "
             f"entit{'y' if len(wrong) == 1 else 'ies'} ({names}{more}): the file was edited "
-            "or made from other manifests; refusing it. Plan again."
+            f"or made from other manifests ({'; '.join(_against_manifests(plan, desired, wrong))}"
+            "); refusing it. Plan again."
         )
     return review_plan(plan, desired, flags)
+
+
+def _against_manifests(
+    plan: Plan, desired: DesiredState, wrong: Sequence[Entity], limit: int = 10
+) -> list[str]:
+    """Each way the plan's ``after`` differs from what the manifests declare
+    for the ``wrong`` entities, as ``plan.changes[i].after.KEY: in the plan !=
+    declared`` (``(absent)`` where one side has nothing)."""
+    index = {c.entity: i for i, c in enumerate(plan.changes)}
+    lines: list[str] = []
+    for entity in wrong:
+        declared = desired.entities.get(entity)
+        expected = dict(declared.quotas) if declared is not None else {}
+        i = index.get(entity)
+        if i is None:
+            lines.append(f"{entity.label()}: declared, but not in the plan")
+            continue
+        if not desired.scope.contains(entity):
+            lines.append(f"plan.changes[{i}]: {entity.label()} is outside the manifests' scope")
+            continue
+        lines += differences(dict(plan.changes[i].after), expected, root=f"plan.changes[{i}].after")
+    return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
 def check_storage_holds(

@@ -5,7 +5,8 @@ applied (bad manifests, connection, wrong cluster, deletes not allowed, guard
 rails, validate_only pre-check rejected, cancelled, unusable plan file);
 3 partial failure (some entities applied, others failed or unknown); 4 every
 alter succeeded but the read-back did not match within
-``--readback-timeout``; 5 a saved plan is stale. See :mod:`quotaform.errors`.
+``--readback-timeout``; 5 a saved plan is stale; 6 done as reported, but the
+apply lock could not be released. See :mod:`quotaform.errors`.
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cli.plan import print_plan
 from quotaform.cluster.apply import ApplyResult, ApplyStatus, apply_plan, check_not_stale
 from quotaform.cluster.connect import connect
-from quotaform.cluster.lock import apply_lock
+from quotaform.cluster.lock import HeldLock, apply_lock
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.errors import (
     EXIT_ERROR,
+    EXIT_LOCK_HELD,
     EXIT_NOT_CONVERGED,
     EXIT_OK,
     EXIT_PARTIAL,
@@ -236,7 +238,8 @@ def apply(
     cancelled, bad plan file, lock held), 3 partial (some entities failed, are
     unknown or were not sent), 4 applied but the read-back did not match in
     time or could not be made, 5 the saved plan is stale (the cluster changed
-    since it was made).
+    since it was made), 6 done as reported but the apply lock is still held
+    (run quotaform unlock).
     """
     console = make_console()
     err = make_console(stderr=True)
@@ -271,55 +274,70 @@ def apply(
     )
     volumes = volume_source(snapshots, from_topic)
     plan_to = err if output is OutputFormat.json else console
-    with (
-        connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client,
-        apply_lock(client, where.settings, timeout_s=lock_timeout, enabled=not no_lock) as lock,
-    ):
-        if saved_plan is not None:
-            the_plan = saved_plan
-            try:
-                review = _judge_saved(
-                    saved_plan, manifests[0], desired, where.cluster, flags, client, err
+    held: HeldLock | None = None
+    try:
+        with (
+            connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client,
+            apply_lock(client, where.settings, timeout_s=lock_timeout, enabled=not no_lock) as held,
+        ):
+            if saved_plan is not None:
+                the_plan = saved_plan
+                try:
+                    review = _judge_saved(
+                        saved_plan, manifests[0], desired, where.cluster, flags, client, err
+                    )
+                    check_storage_holds(
+                        saved_plan, desired, client, volumes=volumes, settings=where.settings
+                    )
+                except StalePlanError as exc:
+                    the_review = review_saved_plan(saved_plan, desired, flags)
+                    _stop(the_plan, the_review, ApplyStatus.STALE, exc, output, console)
+            else:
+                assert desired is not None
+                the_plan, review = plan_desired(
+                    desired, client, flags=flags, volumes=volumes, settings=where.settings
                 )
-                check_storage_holds(
-                    saved_plan, desired, client, volumes=volumes, settings=where.settings
-                )
-            except StalePlanError as exc:
-                the_review = review_saved_plan(saved_plan, desired, flags)
-                _stop(the_plan, the_review, ApplyStatus.STALE, exc, output, console)
-        else:
-            assert desired is not None
-            the_plan, review = plan_desired(
-                desired, client, flags=flags, volumes=volumes, settings=where.settings
+            # With -o json the plan goes to standard error as text: stdout carries one document.
+            print_plan(
+                the_plan,
+                review,
+                OutputFormat.text if output is OutputFormat.json else output,
+                plan_to,
             )
-        # With -o json the plan goes to standard error as text: stdout carries one document.
-        print_plan(
-            the_plan, review, OutputFormat.text if output is OutputFormat.json else output, plan_to
-        )
-        if not the_plan.summary.has_changes:
-            _print_result(
-                lambda: apply_document(the_plan, review, status=ApplyStatus.NOTHING_TO_DO),
-                None,
-                output,
-                console,
-            )
-            return
-        try:
-            refuse_unless_allowed(review)
-            if not saved and not auto_approve:
-                _confirm(console if output is not OutputFormat.json else err)
-        except GuardRefusedError as exc:
-            _stop(the_plan, review, ApplyStatus.REFUSED, exc, output, console)
-        except ApplyCancelledError as exc:
-            _stop(the_plan, review, ApplyStatus.CANCELLED, exc, output, console)
-        with _progress(err) as on_progress:
-            result = apply_plan(
-                the_plan, client, on_progress=on_progress, readback_timeout_s=readback_timeout
-            )
-    _print_result(lambda: apply_document(the_plan, review, result), result, output, console)
-    if lock.release_error is not None:
-        say(err, lock.release_error, style="bold yellow", prefix="Warning: ")
-    raise typer.Exit(EXIT_BY_STATUS[result.status])
+            result: ApplyResult | None = None
+            if the_plan.summary.has_changes:
+                try:
+                    refuse_unless_allowed(review)
+                    if not saved and not auto_approve:
+                        _confirm(console if output is not OutputFormat.json else err)
+                except GuardRefusedError as exc:
+                    _stop(the_plan, review, ApplyStatus.REFUSED, exc, output, console)
+                except ApplyCancelledError as exc:
+                    _stop(the_plan, review, ApplyStatus.CANCELLED, exc, output, console)
+                with _progress(err) as on_progress:
+                    result = apply_plan(
+                        the_plan,
+                        client,
+                        on_progress=on_progress,
+                        readback_timeout_s=readback_timeout,
+                    )
+    finally:
+        # Said even when apply stopped with an error: the next run would be blocked.
+        lock_error = held.release_error if held is not None else None
+        if lock_error is not None:
+            say(err, lock_error, style="bold yellow", prefix="Warning: ")
+    status = result.status if result is not None else ApplyStatus.NOTHING_TO_DO
+    _print_result(
+        lambda: apply_document(the_plan, review, result, status=status, lock_error=lock_error),
+        result,
+        output,
+        console,
+    )
+    code = EXIT_BY_STATUS[status]
+    if lock_error is not None and code == EXIT_OK:
+        code = EXIT_LOCK_HELD
+    if code != EXIT_OK:
+        raise typer.Exit(code)
 
 
 def _stop(

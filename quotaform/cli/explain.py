@@ -29,9 +29,9 @@ from quotaform.cluster.read import describe_matching
 from quotaform.errors import ClusterConfigError
 from quotaform.formats.explain import explain_document, render_explain_json
 from quotaform.formats.planfile import load_saved_plan
+from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal, QuotaIndex
 from quotaform.manifest import load_manifests
-from quotaform.manifest.models import normalise_ip
 from quotaform.plan.explain import explain, explain_change
 from quotaform.render.explain import render_explain_markdown, render_explain_text
 

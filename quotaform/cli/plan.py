@@ -150,6 +150,10 @@ def plan(
         if code:
             raise typer.Exit(code)
         return
+    if out is not None:
+        from quotaform.formats.planfile import signing_key
+
+        signing_key()  # an empty QUOTAFORM_PLAN_KEY fails before any work
     desired, where = manifests_and_target(
         manifests, cluster, config, bootstrap_server, command_config, timeout
     )

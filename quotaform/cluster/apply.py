@@ -30,7 +30,7 @@ from quotaform.cluster.wire.types import (
     QuotaAlteration,
 )
 from quotaform.errors import AuthorizationError, PlanFileError, StalePlanError
-from quotaform.kafka.entity import Entity
+from quotaform.kafka.entity import SHAPES, Entity
 from quotaform.kafka.units import same_quotas
 from quotaform.plan.model import EntityChange, Plan
 
@@ -355,15 +355,23 @@ def _read_back(
 
 
 def check_not_stale(plan: Plan, reader: QuotaReader, cluster_id: str) -> None:
-    """Refuse a saved ``plan`` unless the cluster is the plan's and every
-    entity it touches still has the plan's before-values.
+    """Refuse a saved ``plan`` unless the cluster is the plan's and the live
+    state it was made from still holds.
 
-    Reads one strict DescribeClientQuotas per touched entity shape.
+    A plan that saw the whole cluster (:attr:`Plan.sees_whole_cluster`) is
+    judged by everything it recorded: the removed keys' fallbacks and the
+    probes were worked out from the entities outside the scope too, so a
+    file that invents, edits or leaves out one of them must not pass, and
+    neither must a plan whose basis moved. Every shape is described (one
+    strict DescribeClientQuotas each) and must equal
+    :meth:`Plan.before_entries`. Otherwise one strict describe per touched
+    entity shape checks the entities the plan changes.
 
     Raises:
         PlanFileError: the plan records no cluster id (every KRaft cluster has
             one, so the file was edited) or was made for another cluster id.
-        StalePlanError: at least one touched entity moved (listing each).
+        StalePlanError: at least one entity moved (listing each: what the
+            plan recorded -> what the cluster holds now).
     """
     if plan.cluster_id is None:
         raise PlanFileError(
@@ -375,14 +383,20 @@ def check_not_stale(plan: Plan, reader: QuotaReader, cluster_id: str) -> None:
             f"the plan was made for cluster id {plan.cluster_id!r} "
             f"({plan.cluster!r}); the bootstrap server belongs to {cluster_id!r}: refusing"
         )
-    touched = {c.entity: c.before for c in plan.pending}
-    if not touched:
-        return
-    live = describe_shapes(reader, sorted({e.types for e in touched}))
+    if plan.sees_whole_cluster:
+        recorded = dict(plan.before_entries())
+        live = describe_shapes(reader, SHAPES)
+        candidates = recorded.keys() | live.keys()
+    else:
+        recorded = {c.entity: c.before for c in plan.pending}
+        if not recorded:
+            return
+        live = describe_shapes(reader, sorted({e.types for e in recorded}))
+        candidates = set(recorded)
     moved = [
-        EntityChange.between(e, touched[e], live.get(e, {}))
-        for e in sorted(touched, key=Entity.sort_key)
-        if not same_quotas(touched[e], live.get(e, {}))
+        EntityChange.between(e, recorded.get(e, {}), live.get(e, {}))
+        for e in sorted(candidates, key=Entity.sort_key)
+        if not same_quotas(recorded.get(e, {}), live.get(e, {}))
     ]
     if moved:
         raise StalePlanError(moved)

@@ -25,8 +25,9 @@ from quotaform import __version__
 from quotaform.errors import ExportError
 from quotaform.kafka.entity import ENTITY_TYPES, SHAPE_NAMES, Entity, shape_from_name, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.units import format_quota_value, parse_quota_value, same_value
-from quotaform.manifest.models import API_VERSION, KIND, normalise_ip
+from quotaform.manifest.models import API_VERSION, KIND
 from quotaform.plan.state import Scope, ScopeRule
 
 __all__ = [

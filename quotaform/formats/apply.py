@@ -99,6 +99,12 @@ class ApplyDocument(BaseModel):
         description="Why nothing was applied (statuses nothing-applied, refused, "
         "cancelled, stale); null otherwise.",
     )
+    lock_error: str | None = Field(
+        default=None,
+        description="Why the cluster's apply lock could not be released at the end (it is "
+        "still held and blocks the next apply: run quotaform unlock); null when it was "
+        "released or not taken. An apply that would exit 0 exits 6 then.",
+    )
 
 
 def apply_document(
@@ -108,11 +114,12 @@ def apply_document(
     *,
     status: ApplyStatus | None = None,
     error: str | None = None,
+    lock_error: str | None = None,
 ) -> ApplyDocument:
     """The JSON model of one apply: ``plan`` and its ``review``, and ``result``
     once :func:`~quotaform.cluster.apply.apply_plan` ran; before that (nothing
     to do, refused, cancelled, stale) ``status`` and ``error`` say why nothing
-    was sent.
+    was sent. ``lock_error``: why the apply lock could not be released.
 
     Raises:
         ValueError: neither ``result`` nor ``status`` is given.
@@ -129,6 +136,7 @@ def apply_document(
             rpc_counts={},
             readback_seconds=0.0,
             error=error,
+            lock_error=lock_error,
         )
     return ApplyDocument(
         format_version=1,
@@ -152,6 +160,7 @@ def apply_document(
         readback_seconds=round(result.readback_seconds, 3),
         readback_error=result.readback_error,
         error=result.error,
+        lock_error=lock_error,
     )
 
 

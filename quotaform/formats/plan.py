@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 from pydantic_core import to_json
 
 from quotaform.formats.explain import (
@@ -32,9 +32,7 @@ from quotaform.plan.explain import ChangedKey, ProbeImpact
 from quotaform.plan.guards import GuardKind, Violation
 from quotaform.plan.model import (
     PLAN_FORMAT_VERSION,
-    Action,
     EntityChange,
-    KeyAction,
     KeyChange,
     Plan,
 )
@@ -89,8 +87,8 @@ class KeyChangeDoc(BaseModel):
     model_config = _FROZEN
     key: str = Field(description="Quota key, e.g. producer_byte_rate.")
     action: Literal["add", "change", "remove"]
-    before: float | None = Field(description="Live value; null when the key is added.")
-    after: float | None = Field(description="Declared value; null when the key is removed.")
+    before: StrictFloat | None = Field(description="Live value; null when the key is added.")
+    after: StrictFloat | None = Field(description="Declared value; null when the key is removed.")
     fallback: str | None = Field(
         default=None,
         description="For a removed key: what its clients get instead (a less specific "
@@ -107,8 +105,8 @@ class ChangeDoc(BaseModel):
     model_config = _FROZEN
     entity: EntityDoc = Field(description="Entity type -> entity name; null is the default entity.")
     action: Literal["create", "update", "delete", "no-op"]
-    before: dict[str, float] = Field(description="Live quotas: quota key -> quota value.")
-    after: dict[str, float] = Field(description="Declared quotas: quota key -> quota value.")
+    before: dict[str, StrictFloat] = Field(description="Live quotas: quota key -> quota value.")
+    after: dict[str, StrictFloat] = Field(description="Declared quotas: quota key -> quota value.")
     key_changes: list[KeyChangeDoc] = Field(description="The keys that differ, sorted by key.")
     source: str | None = Field(
         default=None, description="path:line of the declaration; null for a delete."
@@ -148,7 +146,7 @@ class OutsideDoc(BaseModel):
 
     model_config = _FROZEN
     entity: EntityDoc
-    quotas: dict[str, float]
+    quotas: dict[str, StrictFloat]
 
 
 class ProbeKeyDoc(BaseModel):
@@ -480,18 +478,14 @@ def _violation(doc: ViolationDoc) -> Violation:
 
 def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
     """The plan and the review a document was made from (the review's budget
-    holds only what the document records: whether deletes were allowed)."""
+    holds only what the document records: whether deletes were allowed).
+    Each change's action and key changes are derived from its ``before`` and
+    ``after`` (:meth:`EntityChange.between`), not read from the document."""
+    # Derived from before/after, never taken from the recorded key_changes:
+    # what apply sends is what a reviewer saw (the saved-plan loader refuses
+    # a file whose key_changes say otherwise).
     changes = tuple(
-        EntityChange(
-            entity=Entity.from_mapping(c.entity),
-            action=Action(c.action),
-            before=dict(c.before),
-            after=dict(c.after),
-            key_changes=tuple(
-                KeyChange(k.key, KeyAction(k.action), k.before, k.after) for k in c.key_changes
-            ),
-            source=c.source,
-        )
+        EntityChange.between(Entity.from_mapping(c.entity), c.before, c.after, source=c.source)
         for c in doc.changes
     )
     plan = Plan(

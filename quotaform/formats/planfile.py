@@ -22,18 +22,27 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from quotaform.errors import PlanFileError
-from quotaform.formats.plan import PlanDocument, plan_data, plan_from_document
-from quotaform.plan.model import PLAN_FORMAT_VERSION, Plan
+from quotaform.errors import PlanFileError, PlanKeyError
+from quotaform.formats.plan import ChangeDoc, PlanDocument, plan_data, plan_from_document
+from quotaform.kafka.entity import Entity, escape_unprintable
+from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.names import entity_problem, quota_problem
+from quotaform.kafka.units import MAX_VALUE_TEXT, same_value
+from quotaform.manifest.files import special_kind
+from quotaform.plan.differences import differences, path_text
+from quotaform.plan.model import PLAN_FORMAT_VERSION, EntityChange, Plan
 from quotaform.plan.review import PlanReview
+from quotaform.plan.storage import SCALED_KEY
 
 __all__ = [
     "ENV_PLAN_KEY",
@@ -43,6 +52,7 @@ __all__ = [
     "is_plan_file",
     "load_saved_plan",
     "read_plan_file",
+    "signing_key",
     "write_plan_file",
 ]
 
@@ -90,9 +100,23 @@ class SavedPlan:
     signed: bool
 
 
-def _key(env: dict[str, str] | None) -> bytes | None:
+def signing_key(env: Mapping[str, str] | None = None) -> bytes | None:
+    """The signing key from ``QUOTAFORM_PLAN_KEY`` (in ``env``, default
+    ``os.environ``); ``None`` when unset.
+
+    Raises:
+        PlanKeyError: it is set but empty (or blank): what a CI system passes
+            for a secret it does not have, which must not switch signing off.
+    """
     value = (os.environ if env is None else env).get(ENV_PLAN_KEY)
-    return value.encode("utf-8") if value else None
+    if value is None:
+        return None
+    if not value.strip():
+        raise PlanKeyError(
+            f"{ENV_PLAN_KEY} is set but empty (a missing CI secret?): set it to the "
+            "plan-signing key, or unset it to write and read unsigned plans"
+        )
+    return value.encode("utf-8")
 
 
 def _sign(key: bytes, body: dict[str, Any]) -> str:
@@ -104,7 +128,7 @@ def _canonical(data: Mapping[str, Any]) -> bytes:
 
 
 def write_plan_file(
-    plan: Plan, review: PlanReview, path: str | Path, *, env: dict[str, str] | None = None
+    plan: Plan, review: PlanReview, path: str | Path, *, env: Mapping[str, str] | None = None
 ) -> bool:
     """Write ``plan`` and its ``review`` to ``path`` as JSON with a checksum,
     signed with ``QUOTAFORM_PLAN_KEY`` when set (read from ``env``, default
@@ -122,7 +146,7 @@ def write_plan_file(
         "plan": data,
         "quotaform_version": __version__,
     }
-    key = _key(env)
+    key = signing_key(env)
     if key is not None:
         body["signature"] = {"alg": _SIGNATURE_ALG, "value": _sign(key, body)}
     document = {**body, "checksum": hashlib.sha256(_canonical(body)).hexdigest()}
@@ -145,7 +169,7 @@ def is_plan_file(path: str | Path) -> bool:
 
 
 def read_plan_file(
-    path: str | Path, *, env: dict[str, str] | None = None
+    path: str | Path, *, env: Mapping[str, str] | None = None
 ) -> tuple[Plan, PlanReview]:
     """``(plan, review)`` of :func:`load_saved_plan`.
 
@@ -156,67 +180,271 @@ def read_plan_file(
     return saved.plan, saved.review
 
 
-def load_saved_plan(path: str | Path, *, env: dict[str, str] | None = None) -> SavedPlan:
+#: Largest plan file read, in bytes (a plan of 100,000 entities is about 40 MiB).
+MAX_PLAN_FILE_BYTES = 256 * 1024 * 1024
+#: Errors listed in one refusal before "... and N more".
+_MAX_LISTED = 10
+
+
+class _Refused(Exception):
+    """A token the strict JSON reader refuses, with where to find it."""
+
+    def __init__(self, message: str, token: str) -> None:
+        super().__init__(message)
+        self.token = token
+
+
+def _number(convert: Any) -> Any:
+    def parse(text: str) -> Any:
+        if len(text) > MAX_VALUE_TEXT:
+            raise _Refused(
+                f"a number of {len(text)} characters: too long to be a plan value "
+                f"(at most {MAX_VALUE_TEXT})",
+                text[:MAX_VALUE_TEXT],
+            )
+        return convert(text)
+
+    return parse
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a number JSON allows, nor a quota value Kafka accepts", name)
+
+
+def _line_of(text: str, token: str) -> int | None:
+    at = text.find(token)
+    return None if at < 0 else text.count("\n", 0, at) + 1
+
+
+def _read_json(path: str | Path, shown: str) -> Any:
+    """The JSON document in ``path``, read within bounds: a regular file
+    only (a FIFO or device is refused without blocking), at most
+    :data:`MAX_PLAN_FILE_BYTES`, numbers of at most
+    :data:`~quotaform.kafka.units.MAX_VALUE_TEXT` characters, no ``NaN`` /
+    ``Infinity``, nesting within the interpreter's recursion limit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise PlanFileError(f"cannot read plan file {shown}: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    kind = "a directory" if stat.S_ISDIR(mode) else special_kind(mode)
+    if kind is not None:
+        os.close(fd)
+        raise PlanFileError(
+            f"{shown} is not a regular file ({kind}): a plan file is read only from a regular file"
+        )
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(MAX_PLAN_FILE_BYTES + 1)
+    if len(data) > MAX_PLAN_FILE_BYTES:
+        raise PlanFileError(
+            f"{shown} is larger than {MAX_PLAN_FILE_BYTES // (1024 * 1024)} MiB: too large "
+            "to be a quotaform plan file"
+        )
+    try:
+        text = data.decode("utf-8")
+        return json.loads(
+            text,
+            parse_int=_number(int),
+            parse_float=_number(float),
+            parse_constant=_constant,
+        )
+    except UnicodeDecodeError as exc:
+        raise PlanFileError(f"{shown} is not a quotaform plan file (not UTF-8: {exc})") from None
+    except json.JSONDecodeError as exc:
+        raise PlanFileError(f"{shown} is not a quotaform plan file (not JSON: {exc})") from None
+    except RecursionError:
+        raise PlanFileError(
+            f"{shown} is nested too deeply to be a quotaform plan file (refused)"
+        ) from None
+    except _Refused as exc:
+        line = _line_of(text, exc.token)
+        where = f"{shown}:{line}" if line is not None else shown
+        raise PlanFileError(f"{where}: {exc}: not a quotaform plan file") from None
+
+
+def _schema_problems(exc: ValidationError) -> list[str]:
+    return [f"{path_text(error['loc'])}: {error['msg']}" for error in exc.errors(include_url=False)]
+
+
+def _content_problems(doc: PlanDocument) -> list[str]:
+    """Entities and quota values in ``doc`` that Kafka would reject or
+    quotaform never sends, by the rules manifests are loaded by
+    (:func:`~quotaform.kafka.names.entity_problem`,
+    :func:`~quotaform.kafka.names.quota_problem`), each as ``field: message``."""
+    problems: list[str] = []
+    seen: set[Entity] = set()
+    for i, change in enumerate(doc.changes):
+        entity = Entity.from_mapping(change.entity)
+        problem = entity_problem(entity, written=bool(change.after))
+        if problem is not None:
+            problems.append(f"plan.changes[{i}].entity: {problem}")
+            continue
+        if entity in seen:
+            problems.append(f"plan.changes[{i}].entity: {entity.label()} is planned twice")
+        seen.add(entity)
+        for key, value in change.after.items():
+            problem = quota_problem(entity, key, value)
+            if problem is not None:
+                problems.append(f"plan.changes[{i}].after.{key}: {problem}")
+        for key, value in change.before.items():
+            if key not in QUOTA_KEYS or not math.isfinite(value):
+                problem = quota_problem(entity, key, value) or "not a live quota value"
+                problems.append(f"plan.changes[{i}].before.{key}: {problem}")
+    for i, outside in enumerate(doc.outside_scope):
+        problem = entity_problem(Entity.from_mapping(outside.entity), written=False)
+        if problem is not None:
+            problems.append(f"plan.outside_scope[{i}].entity: {problem}")
+    return problems
+
+
+def _key_change_data(changes: Iterable[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": k.key,
+            "action": getattr(k.action, "value", k.action),
+            "before": k.before,
+            "after": k.after,
+        }
+        for k in changes
+    ]
+
+
+def _same_key_changes(recorded: ChangeDoc, derived: EntityChange) -> bool:
+    if recorded.action != derived.action.value or len(recorded.key_changes) != len(
+        derived.key_changes
+    ):
+        return False
+    return all(
+        r.key == d.key
+        and r.action == d.action.value
+        and (r.before is None) == (d.before is None)
+        and (r.after is None) == (d.after is None)
+        and (r.before is None or d.before is None or same_value(r.before, d.before))
+        and (r.after is None or d.after is None or same_value(r.after, d.after))
+        for r, d in zip(recorded.key_changes, derived.key_changes, strict=True)
+    )
+
+
+def _contradictions(doc: PlanDocument, plan: Plan) -> list[str]:
+    """Where the file's own record of what apply sends (``key_changes``,
+    ``action``, ``summary``, the storage block's ``written``) differs from
+    what its ``before``/``after`` imply (``plan``, derived from them), as
+    ``path: in the file != implied`` lines."""
+    lines: list[str] = []
+    for i, (recorded, derived) in enumerate(zip(doc.changes, plan.changes, strict=True)):
+        if not _same_key_changes(recorded, derived):
+            lines += differences(
+                {"action": recorded.action, "key_changes": _key_change_data(recorded.key_changes)},
+                {
+                    "action": derived.action.value,
+                    "key_changes": _key_change_data(derived.key_changes),
+                },
+                root=f"plan.changes[{i}]",
+            )
+    summary = plan.summary
+    implied = {
+        "create": summary.create,
+        "update": summary.update,
+        "delete": summary.delete,
+        "no-op": summary.no_op,
+    }
+    lines += differences(doc.summary.model_dump(by_alias=True), implied, root="plan.summary")
+    if doc.storage is not None:
+        after = {c.entity: c.after for c in plan.changes}
+        for j, scaled in enumerate(doc.storage.scaled):
+            written = after.get(Entity.from_mapping(scaled.entity), {}).get(SCALED_KEY)
+            if written is None or not same_value(written, scaled.written):
+                lines += differences(
+                    scaled.written, written, root=f"plan.storage.scaled[{j}].written"
+                )
+    return lines
+
+
+def _refuse(shown: str, what: str, lines: list[str]) -> PlanFileError:
+    listed = lines[:_MAX_LISTED]
+    more = f"; ... and {len(lines) - _MAX_LISTED} more" if len(lines) > _MAX_LISTED else ""
+    return PlanFileError(f"{shown}: {what}: {'; '.join(listed)}{more}. Refusing it; plan again.")
+
+
+def load_saved_plan(path: str | Path, *, env: Mapping[str, str] | None = None) -> SavedPlan:
     """Load a saved plan and the review it was saved with (the review is for
     showing the plan; apply judges the plan again).
 
-    With ``QUOTAFORM_PLAN_KEY`` set (in ``env``, default ``os.environ``) the
-    file must carry a valid signature made with that key.
+    Nothing in the file is taken on trust: it is read within bounds
+    (:func:`_read_json`), its checksum and (with ``QUOTAFORM_PLAN_KEY`` set,
+    from ``env``, default ``os.environ``) its signature checked, its shape
+    validated by :class:`PlanFileDocument`, every entity and quota value by
+    Kafka's rules as manifests are, and what apply sends (each change's
+    ``key_changes`` and ``action``) must be exactly what its ``before`` and
+    ``after`` imply: the plan returned is derived from ``before``/``after``
+    (:meth:`~quotaform.plan.model.EntityChange.between`), so the reviewed
+    values, the guard rails, the manifests cross-check, the read-back and the
+    AlterClientQuotas request can never disagree.
 
     Raises:
-        PlanFileError: unreadable, not JSON, checksum mismatch (damaged or
-            edited), a missing or wrong signature while a key is set, a
-            ``format_version`` this quotaform does not know (newer),
-            or content that does not match ``schemas/plan.schema.json``.
+        PlanFileError: unreadable, not a regular file, too large, too deeply
+            nested, a number too long, NaN or Infinity, not JSON; checksum
+            mismatch (damaged or edited); a missing or wrong signature while
+            a key is set; a ``format_version`` this quotaform does not know
+            (newer); content that does not match ``schemas/planfile.schema.json``;
+            an entity or quota value Kafka would reject; ``key_changes``,
+            actions or the summary that do not follow from ``before``/``after``
+            (every such path listed, ``path: in the file != implied``). Paths
+            in messages have unprintable characters escaped.
+        PlanKeyError: ``QUOTAFORM_PLAN_KEY`` is set but empty.
     """
-    where = str(path)
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PlanFileError(f"cannot read plan file {where}: {exc.strerror}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanFileError(f"{where} is not a quotaform plan file (not JSON: {exc})") from exc
+    shown = escape_unprintable(str(path))
+    key = signing_key(env)
+    document = _read_json(path, shown)
     if not isinstance(document, dict) or "plan" not in document or "checksum" not in document:
-        raise PlanFileError(f"{where} is not a quotaform plan file (no plan and checksum)")
+        raise PlanFileError(f"{shown} is not a quotaform plan file (no plan and checksum)")
     body = {k: v for k, v in document.items() if k != "checksum"}
     plan_data = body.get("plan")
     envelope = body.get("format_version", PLANFILE_FORMAT_VERSION)
+    writer = escape_unprintable(str(body.get("quotaform_version", "?")))[:40]
     if isinstance(envelope, int) and envelope > PLANFILE_FORMAT_VERSION:
         raise PlanFileError(
-            f"{where} is a plan file of format_version {envelope}, written by quotaform "
-            f"{body.get('quotaform_version', '?')}; this quotaform reads version "
+            f"{shown} is a plan file of format_version {envelope}, written by quotaform "
+            f"{writer}; this quotaform reads version "
             f"{PLANFILE_FORMAT_VERSION}: upgrade quotaform or plan again"
         )
     version = plan_data.get("format_version") if isinstance(plan_data, dict) else None
     if isinstance(version, int) and version > PLAN_FORMAT_VERSION:
         raise PlanFileError(
-            f"{where} has plan format_version {version}, written by quotaform "
-            f"{body.get('quotaform_version', '?')}; this quotaform reads version "
+            f"{shown} has plan format_version {version}, written by quotaform "
+            f"{writer}; this quotaform reads version "
             f"{PLAN_FORMAT_VERSION}: upgrade quotaform or plan again"
         )
     if hashlib.sha256(_canonical(body)).hexdigest() != document["checksum"]:
-        raise PlanFileError(
-            f"{where} is damaged or was edited (checksum mismatch): refusing to apply it; "
-            "plan again"
-        )
-    key = _key(env)
+        raise PlanFileError(f"{shown} is damaged or was edited (checksum mismatch): refusing it")
     signed = isinstance(body.get("signature"), dict)
     if key is not None:
         signature = body.pop("signature", None)
         value = signature.get("value") if isinstance(signature, dict) else None
         if not isinstance(value, str):
             raise PlanFileError(
-                f"{where} is not signed, but {ENV_PLAN_KEY} is set: refusing a plan the "
+                f"{shown} is not signed, but {ENV_PLAN_KEY} is set: refusing a plan the "
                 "plan job did not sign"
             )
         if not hmac.compare_digest(value, _sign(key, body)):
             raise PlanFileError(
-                f"{where} has a signature that does not match {ENV_PLAN_KEY}: it was "
+                f"{shown} has a signature that does not match {ENV_PLAN_KEY}: it was "
                 "edited or signed with another key; refusing it"
             )
     try:
         doc = PlanFileDocument.model_validate(document)
     except ValidationError as exc:
-        raise PlanFileError(f"{where} is not a valid quotaform plan file: {exc}") from exc
+        raise _refuse(shown, "not a valid quotaform plan file", _schema_problems(exc)) from None
+    problems = _content_problems(doc.plan)
+    if problems:
+        raise _refuse(shown, "holds what Kafka would reject", problems)
     plan, review = plan_from_document(doc.plan)
+    contradictions = _contradictions(doc.plan, plan)
+    if contradictions:
+        raise _refuse(
+            shown,
+            "what apply would send does not follow from the plan's before and after values "
+            "(the file was edited)",
+            contradictions,
+        )
     return SavedPlan(plan, review, doc.quotaform_version, signed)

@@ -12,7 +12,13 @@ from quotaform.errors import ManifestProblem
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["MANIFEST_SUFFIXES", "PROFILES_FILE", "find_manifest_files", "is_member"]
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "PROFILES_FILE",
+    "find_manifest_files",
+    "is_member",
+    "special_kind",
+]
 
 #: File suffixes picked up when a directory is given.
 MANIFEST_SUFFIXES = (".yaml", ".yml")
@@ -26,13 +32,10 @@ def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
-def _special(path: Path) -> str | None:
-    """What ``path`` is when it exists but is neither a regular file nor a
-    directory (a FIFO would block the reader forever), else ``None``."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return None
+def special_kind(mode: int) -> str | None:
+    """What a file of ``st_mode`` ``mode`` is when it is neither a regular
+    file nor a directory (``"a FIFO"``, which would block a reader forever;
+    ``"a socket"``, ``"a device"``), else ``None``."""
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
     if stat.S_ISFIFO(mode):
@@ -42,6 +45,14 @@ def _special(path: Path) -> str | None:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "not a file"
+
+
+def _special(path: Path) -> str | None:
+    """:func:`special_kind` of an existing ``path``, ``None`` when it is missing."""
+    try:
+        return special_kind(path.stat().st_mode)
+    except OSError:
+        return None
 
 
 def find_manifest_files(

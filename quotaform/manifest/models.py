@@ -11,7 +11,6 @@ become the JSON Schema's descriptions (``schemas/manifest.schema.json``).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -31,6 +30,7 @@ from pydantic_core import InitErrorDetails
 
 from quotaform.kafka.entity import CLIENT_ID, IP, SHAPE_NAMES, USER, Entity
 from quotaform.kafka.keys import QUOTA_KEYS, ValueType
+from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal
 from quotaform.kafka.units import parse_quota_value, render_raw, value_pattern
 from quotaform.plan.state import ChangeBudget, SourceLocation
@@ -54,7 +54,6 @@ __all__ = [
     "ScopePrefixes",
     "Spec",
     "StoragePolicySpec",
-    "normalise_ip",
     "parse_duration",
 ]
 
@@ -125,38 +124,6 @@ class DefaultEntity(BaseModel):
     model_config = _CONFIG
 
     default: Literal[True]
-
-
-def normalise_ip(text: str) -> str:
-    """The canonical text of an IP entity name.
-
-    IPv6 is compressed and lower-cased (``0:0:0:0:0:0:0:1`` -> ``::1``) and an
-    IPv4-mapped IPv6 address becomes IPv4 (``::ffff:192.0.2.1`` ->
-    ``192.0.2.1``): Kafka's controller parses names with ``InetAddress`` and
-    enforces such spellings as one address while storing them as separate
-    entities, so quotaform keeps one spelling.
-
-    Raises:
-        ValueError: CIDR ranges (Kafka has no range quotas), host names (the
-            controller would resolve them by DNS) and anything else that is not an
-            IPv4 / IPv6 address.
-    """
-    if "/" in text:
-        raise ValueError(
-            f"{render_raw(text)} is a CIDR range: Kafka IP quotas apply to single "
-            "addresses only (CIDR is not supported by Kafka); use {default: true} "
-            "for every other address"
-        )
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        raise ValueError(
-            f"{render_raw(text)} is not an IPv4 or IPv6 address (host names are not "
-            "supported: the controller would resolve them by DNS)"
-        ) from None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return str(address.ipv4_mapped)
-    return address.compressed
 
 
 EntityPart = Annotated[str | DefaultEntity | None, WithJsonSchema(_ENTITY_PART_SCHEMA)]

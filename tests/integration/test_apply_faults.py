@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from quotaform.cli.app import app
 from quotaform.cli.apply import EXIT_BY_STATUS
 from quotaform.cluster.apply import ApplyResult, ApplyStatus, EntityOutcome, apply_plan
+from quotaform.cluster.lock import release
 from quotaform.cluster.wire import (
     QuotaAdminClient,
     RetryPolicy,
@@ -272,3 +273,49 @@ def test_the_cli_prints_the_per_entity_json_result_when_an_answer_is_lost(
     proxy.reset()
     proxy.up()
     assert set(live_users(broker, uniq)) == {f"{uniq}x"}
+
+
+DELETE_TOPICS = 20
+
+
+def test_an_apply_that_cannot_release_its_lock_says_so_in_its_exit_code(
+    proxied, proxy: FaultProxy, uniq: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    # Everything applies, then the lock's release (DeleteTopics) is lost: the
+    # apply must not exit 0 while the next run would be blocked.
+    broker, _ = proxied
+    # An earlier test's cut connection may have left the lock held: start free.
+    admin = client(broker)
+    try:
+        release(admin)
+    finally:
+        admin.close()
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        "apiVersion: quotaform.io/v1\nkind: ClientQuotas\nmetadata: {cluster: faults}\n"
+        f"spec:\n  scope: [{{shape: user, prefixes: {{user: [{uniq}]}}}}]\n  quotas:\n"
+        f"    - entity: {{user: {uniq}lock}}\n      values: {{producer_byte_rate: 1MiB}}\n",
+        encoding="utf-8",
+    )
+    proxy.on_request = lambda r: CUT if r.api_key == DELETE_TOPICS else FORWARD
+    args = ["apply", str(manifest), "--bootstrap-server", broker.bootstrap, "--auto-approve"]
+    result = CliRunner().invoke(app, [*args, "-o", "json"])
+    assert result.exit_code == 6, result.output
+    doc = json.loads(result.stdout[result.stdout.rindex('{\n  "format_version"') :])
+    assert doc["status"] == "applied"
+    assert "could not be released" in doc["lock_error"]
+    warning = [line for line in result.stderr.splitlines() if line.startswith("Warning: ")]
+    assert len(warning) == 1 and "quotaform unlock --lock-id" in warning[0], result.stderr
+    proxy.reset()
+    proxy.up()
+    assert live_users(broker, uniq) == {f"{uniq}lock": {"producer_byte_rate": 1048576.0}}
+    # The next apply is blocked until the lock is released, as the line said.
+    blocked = CliRunner().invoke(app, args)
+    assert blocked.exit_code == 1 and "lock" in blocked.output, blocked.output
+    lock_id = warning[0].split("--lock-id ")[1].rstrip(")")
+    unlocked = CliRunner().invoke(
+        app, ["unlock", "--bootstrap-server", broker.bootstrap, "--lock-id", lock_id]
+    )
+    assert unlocked.exit_code == 0, unlocked.output
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output

@@ -99,6 +99,8 @@ def test_values_multiplied_by_1000_are_refused_by_the_relax_guard_again(
     mismatch = apply(bootstrap, str(planfile), str(manifest), "--allow-relax")
     assert mismatch.exit_code == 1
     assert 'does not match the manifests for 1 entity (user="svc-a")' in mismatch.output
+    # deepdiff names what differs, numbers compared as Kafka does.
+    assert "plan.changes[0].after.producer_byte_rate: 2097152000 != 2097152" in mismatch.output
     assert config_command_view(config_command) == {SVC_A: {"producer_byte_rate": MiB}}
 
 
@@ -175,3 +177,61 @@ def test_a_signing_key_proves_the_plan_job_wrote_the_file(
     ok = apply(bootstrap, str(signed), str(manifest), env=key)
     assert ok.exit_code == 0, ok.output
     assert config_command_view(config_command) == {SVC_A: {"producer_byte_rate": 2 * MiB}}
+
+
+def send_1000x(plan: dict[str, Any]) -> None:
+    """What apply sends multiplied by 1,000; before/after (what the reviewer,
+    the guard rails and the manifests cross-check see) left as planned."""
+    for change in plan["changes"]:
+        for kc in change["key_changes"]:
+            if kc["after"] is not None:
+                kc["after"] = kc["after"] * 1000
+
+
+def test_key_changes_that_differ_from_the_reviewed_values_are_never_sent(
+    saved, config_command
+) -> None:  # type: ignore[no-untyped-def]
+    bootstrap, manifest, planfile = saved
+    tamper(planfile, send_1000x)
+    for args in ([str(planfile), str(manifest)], [str(planfile)]):
+        refused = apply(bootstrap, *args)
+        assert refused.exit_code == 1, refused.output
+        assert "does not follow from the plan's before and after values" in refused.output
+        assert "plan.changes[0].key_changes[0].after: 2097152000 != 2097152" in refused.output
+        assert "read-back" not in refused.output
+    assert config_command_view(config_command) == {SVC_A: {"producer_byte_rate": MiB}}
+
+
+def test_a_nan_quota_value_never_reaches_the_broker(saved, config_command) -> None:  # type: ignore[no-untyped-def]
+    bootstrap, _, planfile = saved
+    text = planfile.read_text(encoding="utf-8").replace("2097152.0", "NaN")
+    planfile.write_text(text, encoding="utf-8")
+    tamper(planfile, lambda plan: None)  # the checksum recomputed over the NaN
+    refused = apply(bootstrap, str(planfile))
+    assert refused.exit_code == 1, refused.output
+    errors = [line for line in refused.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "NaN is not a number JSON allows" in errors[0], refused.output
+    assert config_command_view(config_command) == {SVC_A: {"producer_byte_rate": MiB}}
+
+
+def test_an_empty_signing_key_never_means_unsigned(saved, config_command, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # What a CI system passes for a secret it does not have.
+    bootstrap, manifest, planfile = saved
+    empty = {"QUOTAFORM_PLAN_KEY": ""}
+    out = tmp_path / "empty-key.json"
+    made = runner.invoke(
+        app,
+        ["plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(out)],
+        env=empty,
+    )
+    assert made.exit_code == 1, made.output
+    assert made.output.count("Error:") == 1 and "QUOTAFORM_PLAN_KEY is set but empty" in (
+        made.output
+    )
+    assert not out.exists()
+    # An unsigned (forged) plan is not accepted either: the key is not "off".
+    tamper(planfile, times_1000)
+    forged = apply(bootstrap, str(planfile), "--allow-relax", env=empty)
+    assert forged.exit_code == 1, forged.output
+    assert "QUOTAFORM_PLAN_KEY is set but empty" in forged.output
+    assert config_command_view(config_command) == {SVC_A: {"producer_byte_rate": MiB}}

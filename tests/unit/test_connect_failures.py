@@ -162,3 +162,16 @@ def test_a_command_config_without_a_secret_never_warns(tmp_path: Path) -> None:
         bootstrap_server="127.0.0.1:1", command_config=config, env={}
     )
     assert settings.warnings == ()
+
+
+def test_a_kafka_error_wrapped_in_its_own_class_is_named_once() -> None:
+    import kafka.errors as kerrors
+
+    from quotaform.cluster.wire.codes import error_text
+
+    inner = kerrors.SaslAuthenticationFailedError("Authentication failed during authentication")
+    wrapped = kerrors.SaslAuthenticationFailedError(str(inner))
+    assert error_text(wrapped) == (
+        "[Error 58] SaslAuthenticationFailedError: Authentication failed during authentication"
+    )
+    assert error_text(inner) == str(inner)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import kafka.errors as kerrors
 
 from quotaform.errors import AuthorizationError, BrokerError
 
-__all__ = ["RETRIABLE_CODES", "broker_error", "from_exception", "is_retriable"]
+__all__ = [
+    "RETRIABLE_CODES",
+    "broker_error",
+    "error_text",
+    "from_exception",
+    "is_retriable",
+]
 
 #: Broker codes worth another try: REQUEST_TIMED_OUT (7), NOT_CONTROLLER (41).
 RETRIABLE_CODES = frozenset({7, 41})
@@ -18,6 +26,17 @@ _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     kerrors.RequestTimedOutError,
     kerrors.NodeNotReadyError,
 )
+
+
+_REPEATED_NAME = re.compile(r"((?:\[Error -?\d+\] )?[A-Z]\w*(?:Error|Exception): )(?:\1)+")
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)`` of a kafka-python error with its class name said once:
+    kafka-python wraps one SASL error in another of the same class, whose text
+    then reads ``SaslAuthenticationFailedError: SaslAuthenticationFailedError:
+    ...``."""
+    return _REPEATED_NAME.sub(r"\1", str(exc))
 
 
 def broker_error(code: int, message: str | None, *, api: str) -> BrokerError:

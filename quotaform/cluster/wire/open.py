@@ -10,6 +10,7 @@ import ssl
 import kafka.errors as kerrors
 
 from quotaform.cluster.wire.client import MAX_RECORDS_PER_REQUEST, QuotaAdminClient, RetryPolicy
+from quotaform.cluster.wire.codes import error_text
 from quotaform.cluster.wire.connection import ConnectionSettings, redact_secrets_in_logs
 from quotaform.cluster.wire.probe import check_bootstrap
 from quotaform.errors import ConnectionSettingsError
@@ -84,7 +85,7 @@ def open_admin(
         who = f" user {settings.sasl_username!r}" if settings.sasl_username else ""
         raise ConnectionSettingsError(
             f"authentication failed for {settings.sasl_mechanism}{who} at "
-            f"{settings.bootstrap_servers}: the broker refused the credentials ({exc})"
+            f"{settings.bootstrap_servers}: the broker refused the credentials ({error_text(exc)})"
         ) from None
     except (kerrors.KafkaTimeoutError, kerrors.KafkaConnectionError) as exc:
         raise ConnectionSettingsError(
