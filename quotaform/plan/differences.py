@@ -15,12 +15,9 @@ ask this module only to word what does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
-
-from deepdiff import DeepDiff
-from deepdiff.helper import NotPresent
-from deepdiff.operator import BaseOperator
 
 from quotaform.kafka.entity import escape_unprintable
 from quotaform.kafka.units import same_value
@@ -32,17 +29,26 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-class _SameQuotaValue(BaseOperator):
-    """Numbers are equal when Kafka would take them as the same float64."""
+@functools.cache
+def _same_quota_value() -> Any:
+    """A deepdiff operator: numbers are equal when Kafka would take them as
+    the same float64. deepdiff (which loads numpy) is imported here, on the
+    error path only: ``plan`` imports this module and must not pay for it."""
+    from deepdiff.operator import BaseOperator
 
-    def match(self, level: Any) -> bool:
-        return _number(level.t1) and _number(level.t2)
+    class SameQuotaValue(BaseOperator):
+        def match(self, level: Any) -> bool:
+            return _number(level.t1) and _number(level.t2)
 
-    def give_up_diffing(self, level: Any, diff_instance: Any) -> bool:
-        return same_value(level.t1, level.t2)
+        def give_up_diffing(self, level: Any, diff_instance: Any) -> bool:
+            return same_value(level.t1, level.t2)
+
+    return SameQuotaValue()
 
 
 def _text(value: object) -> str:
+    from deepdiff.helper import NotPresent
+
     if isinstance(value, NotPresent):
         return "(absent)"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
@@ -74,10 +80,12 @@ def differences(found: Any, expected: Any, *, root: str = "", limit: int = 10) -
     (then one ``... and N more`` line). ``root`` prefixes every path
     (``changes[3]``). Absent values read ``(absent)``; numbers compare by
     :func:`~quotaform.kafka.units.same_value`. Empty when nothing differs."""
+    from deepdiff import DeepDiff
+
     diff = DeepDiff(
         found,
         expected,
-        custom_operators=[_SameQuotaValue()],
+        custom_operators=[_same_quota_value()],
         view="tree",
         verbose_level=2,
     )
