@@ -40,12 +40,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from quotaform.cluster.read import describe_shapes  # noqa: E402
 from quotaform.cluster.wire import (  # noqa: E402
     QuotaAlteration,
     load_connection_settings,
     open_admin,
 )
-from quotaform.kafka.entity import Entity  # noqa: E402
+from quotaform.kafka.entity import SHAPES, Entity  # noqa: E402
 from quotaform.sandbox import (  # noqa: E402
     DEFAULT_KAFKA_VERSION,
     parse_quota_describe,
@@ -109,6 +110,17 @@ def set_sent(value: Any) -> Callable[[Doc], None]:
                 c["after"]["producer_byte_rate"] = value
                 for kc in c["key_changes"]:
                     kc["after"] = value
+
+    return change
+
+
+def add_key(key: str) -> Callable[[Doc], None]:
+    """The first change also adds ``key`` = 5 (after and key_changes alike)."""
+
+    def change(plan: Doc) -> None:
+        first = plan["changes"][0]
+        first["after"][key] = 5.0
+        first["key_changes"].append({"key": key, "action": "add", "before": None, "after": 5.0})
 
     return change
 
@@ -223,33 +235,8 @@ TAMPERINGS = [
     Tampering("fractional bytes/s", edit(set_sent(1.5))),
     Tampering("boolean value", edit(set_sent(True))),
     Tampering("value as text", edit(set_sent("2MiB"))),
-    Tampering(
-        "ip key on a user",
-        edit(
-            lambda p: (
-                p["changes"][0]["after"].update(connection_creation_rate=5.0),
-                p["changes"][0]["key_changes"].append(
-                    {
-                        "key": "connection_creation_rate",
-                        "action": "add",
-                        "before": None,
-                        "after": 5.0,
-                    }
-                ),
-            )
-        ),
-    ),
-    Tampering(
-        "unknown quota key",
-        edit(
-            lambda p: (
-                p["changes"][0]["after"].update(bogus_rate=5.0),
-                p["changes"][0]["key_changes"].append(
-                    {"key": "bogus_rate", "action": "add", "before": None, "after": 5.0}
-                ),
-            )
-        ),
-    ),
+    Tampering("ip key on a user", edit(add_key("connection_creation_rate"))),
+    Tampering("unknown quota key", edit(add_key("bogus_rate"))),
     Tampering("empty user name", edit(retarget({"user": ""}))),
     Tampering(
         "ip host name (DNS on the controller)",
@@ -310,28 +297,34 @@ def broker_view(bootstrap: str) -> dict[str, dict[str, float]]:
     return view
 
 
-def wipe_and_seed(bootstrap: str) -> None:
+def alter(bootstrap: str, alterations: list[QuotaAlteration], *, wipe: bool = False) -> None:
+    """Send ``alterations`` (after removing every quota first when ``wipe``)."""
     admin = open_admin(
         load_connection_settings(bootstrap_server=bootstrap, env={}), read_only=False
     )
     try:
-        live = {}
-        for shape in (("user",), ("client-id",), ("user", "client-id"), ("ip",)):
-            from quotaform.cluster.read import describe_shapes
-
-            live.update(describe_shapes(admin, [shape]))
-        removals = [QuotaAlteration(e, dict.fromkeys(q)) for e, q in live.items()]
-        if removals:
-            admin.alter_client_quotas(removals, validate_only=False)
-        admin.alter_client_quotas(
-            [
-                QuotaAlteration(Entity.of(user="tamper-a"), {"producer_byte_rate": MiB}),
-                QuotaAlteration(Entity.of(user="tamper-victim"), {"producer_byte_rate": MiB}),
-            ],
-            validate_only=False,
-        )
+        if wipe:
+            live = describe_shapes(admin, SHAPES)
+            if live:
+                admin.alter_client_quotas(
+                    [QuotaAlteration(e, dict.fromkeys(q)) for e, q in live.items()],
+                    validate_only=False,
+                )
+        admin.alter_client_quotas(alterations, validate_only=False)
     finally:
         admin.close()
+
+
+def wipe_and_seed(bootstrap: str) -> None:
+    """Only the baseline left: tamper-a and tamper-victim at 1 MiB/s."""
+    alter(
+        bootstrap,
+        [
+            QuotaAlteration(Entity.of(user="tamper-a"), {"producer_byte_rate": MiB}),
+            QuotaAlteration(Entity.of(user="tamper-victim"), {"producer_byte_rate": MiB}),
+        ],
+        wipe=True,
+    )
 
 
 def settle(bootstrap: str, expected: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -378,16 +371,10 @@ def run_series(bootstrap: str, tmp: Path) -> dict[str, Any]:
             path.write_text(t.make(doc), encoding="utf-8")
         if t.kind == "stale":
             path.write_text(genuine.read_text(encoding="utf-8"), encoding="utf-8")
-            admin = open_admin(
-                load_connection_settings(bootstrap_server=bootstrap, env={}), read_only=False
+            alter(
+                bootstrap,
+                [QuotaAlteration(Entity.of(user="tamper-a"), {"producer_byte_rate": 3 * MiB})],
             )
-            try:
-                admin.alter_client_quotas(
-                    [QuotaAlteration(Entity.of(user="tamper-a"), {"producer_byte_rate": 3 * MiB})],
-                    validate_only=False,
-                )
-            finally:
-                admin.close()
         expected = dict(baseline)
         if t.kind == "stale":
             expected["user-principal 'tamper-a'"] = {"producer_byte_rate": 3 * MiB}
