@@ -50,6 +50,7 @@ __all__ = [
     "StalePlanError",
     "StaleStorageError",
     "StorageError",
+    "plan_exit_code",
 ]
 
 EXIT_OK = 0
@@ -241,6 +242,18 @@ class _Change(Protocol):
 
     @property
     def after(self) -> Mapping[str, float]: ...
+
+
+def plan_exit_code(*, failed: bool, changes: bool, detailed: bool) -> int:
+    """The exit code of ``plan`` (one cluster or ``--all-clusters``):
+    :data:`EXIT_ERROR` if a cluster failed; else, when ``detailed``
+    (``--detailed-exitcode``), :data:`EXIT_CHANGES` if there are changes;
+    else :data:`EXIT_OK`."""
+    if failed:
+        return EXIT_ERROR
+    if detailed and changes:
+        return EXIT_CHANGES
+    return EXIT_OK
 
 
 def _quotas_text(quotas: Mapping[str, float]) -> str:

@@ -10,34 +10,34 @@ and writes to ``--out DIR`` the contract table (Parquet), ``summary.json``,
 
 from __future__ import annotations
 
-import json
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from quotaform.analytics.configs import QuotaConfig, read_snapshot, snapshot_lines
-from quotaform.analytics.jobs import AnalyzeRequest, Command, Engine, run_analysis
-from quotaform.analytics.report import write_reports
-from quotaform.analytics.usage import LabelMap, UsageFormat
+from quotaform.analytics.jobs import Command, Engine
+from quotaform.analytics.usage import UsageFormat
+from quotaform.app.analyze import (
+    AnalyzeCommandRequest,
+    CollectRequest,
+    QuotaSnapshotRequest,
+    UsageOptions,
+    run_analyze,
+    run_collect,
+    run_quota_snapshot,
+)
 from quotaform.cli.options import (
     BootstrapServer,
     ClusterOption,
     CommandConfig,
     ConfigOption,
     Timeout,
-    target,
+    connection,
 )
 from quotaform.cli.output import make_console, say
-from quotaform.cluster.connect import connect
-from quotaform.cluster.read import describe_matching
-from quotaform.errors import AnalyticsError
-from quotaform.formats.planfile import load_saved_plan
-from quotaform.kafka.entity import Entity
-from quotaform.manifest import load_manifests
-from quotaform.plan.state import DesiredState
+from quotaform.cli.view import make_view
 
 __all__ = ["analyze_app", "register"]
 
@@ -126,41 +126,37 @@ Until = Annotated[
 ]
 
 
-def _utc(when: datetime | None) -> datetime | None:
-    return None if when is None else (when if when.tzinfo else when.replace(tzinfo=UTC))
-
-
-def _manifest_config(desired: DesiredState, manifests: list[Path]) -> QuotaConfig:
-    return QuotaConfig(
-        desired.cluster, desired.quotas, f"manifests {', '.join(map(str, manifests))}"
+def _usage(
+    usage: list[Path],
+    engine: Engine,
+    master: str | None,
+    usage_format: UsageFormat,
+    cluster_label: str,
+    broker_label: str,
+    default_cluster: str | None,
+    broker: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> UsageOptions:
+    return UsageOptions(
+        tuple(usage),
+        engine=engine,
+        master=master,
+        usage_format=usage_format,
+        cluster_label=cluster_label,
+        broker_label=broker_label,
+        default_cluster=default_cluster,
+        broker=broker,
+        since=since,
+        until=until,
     )
 
 
-def _configs(
-    manifests: list[Path] | None,
-    snapshots: list[Path] | None,
-    cluster: str | None,
-    config: Path | None,
-    bootstrap_server: str | None,
-    command_config: Path | None,
-    timeout: float | None,
-) -> list[QuotaConfig]:
-    """The quota configuration: manifests, else snapshots, else the live cluster."""
-    if manifests:
-        return [_manifest_config(load_manifests(manifests, cluster=cluster), manifests)]
-    if snapshots:
-        return [c for path in snapshots for c in read_snapshot(path)]
-    where = target(cluster, config, bootstrap_server, command_config, timeout=timeout)
-    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        live = describe_matching(client, None, cluster_id=client.cluster_id())
-    name = where.cluster or "default"
-    return [QuotaConfig(name, live.entities, f"live cluster {live.cluster_id}")]
-
-
-def _run(request: AnalyzeRequest) -> None:
+def _run(request: AnalyzeCommandRequest) -> None:
+    """Run one analysis and say what it wrote (rejected rows as a warning)."""
+    run = run_analyze(request)
+    result, paths = run.result, run.reports
     err = make_console(stderr=True)
-    result = run_analysis(request, progress=lambda m: say(err, m, style="dim"))
-    paths = write_reports(request, result)
     if result.rejected.count:
         say(
             err,
@@ -172,40 +168,14 @@ def _run(request: AnalyzeRequest) -> None:
     out = make_console()
     say(out, f"{request.command.value}: {result.rows:,} rows -> {result.table}")
     say(out, f"reports: {paths['markdown']}, {paths['html']}, {paths['summary']}")
-
-
-def _request(
-    command: Command,
-    *,
-    usage: list[Path],
-    out: Path,
-    engine: Engine,
-    master: str | None,
-    usage_format: UsageFormat,
-    cluster_label: str,
-    broker_label: str,
-    default_cluster: str | None,
-    broker: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    **kw: object,
-) -> AnalyzeRequest:
-    """The request of one analysis: the usage options every command shares,
-    plus the command's own (``configs``, ``after``, ``window_s``, ...)."""
-    return AnalyzeRequest(
-        command=command,
-        usage=usage,
-        out=out,
-        engine=engine,
-        master=master,
-        usage_format=usage_format,
-        labels=LabelMap(cluster_label, broker_label, default_cluster),
-        cluster=default_cluster,
-        broker=broker,
-        since=_utc(since),
-        until=_utc(until),
-        **kw,  # type: ignore[arg-type]
-    )
+    if run.added is not None and run.updated is not None:
+        added = len(run.added)
+        say(
+            out,
+            f"Wrote the recommendations: {added} entit{'y' if added == 1 else 'ies'} "
+            f"added to {request.write_into}, {len(run.updated)} updated. Review them with "
+            "quotaform plan.",
+        )
 
 
 @analyze_app.command("utilisation")
@@ -236,22 +206,25 @@ def utilisation(
     max, utilisation_p99, throttled_share, censored.
     """
     _run(
-        _request(
+        AnalyzeCommandRequest(
             Command.utilisation,
-            configs=_configs(
-                manifests, snapshot, cluster, config, bootstrap_server, command_config, timeout
+            usage=_usage(
+                usage,
+                engine,
+                master,
+                usage_format,
+                cluster_label,
+                broker_label,
+                default_cluster,
+                broker,
+                since,
+                until,
             ),
-            usage=usage,
             out=out,
-            engine=engine,
-            master=master,
-            usage_format=usage_format,
-            cluster_label=cluster_label,
-            broker_label=broker_label,
-            default_cluster=default_cluster,
-            broker=broker,
-            since=since,
-            until=until,
+            manifests=tuple(manifests or ()),
+            snapshots=tuple(snapshot or ()),
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(info_style="dim"),
         )
     )
 
@@ -301,49 +274,28 @@ def impact(
     quota_after, level_before, level_after, p99, predicted_throttle_ms;
     groups newly throttled first.
     """
-    if plan_file is not None:
-        if manifests:
-            raise AnalyticsError("give --plan FILE or manifests, not both")
-        saved = load_saved_plan(plan_file)
-        before = [
-            QuotaConfig(
-                saved.plan.cluster, saved.plan.before_entries(), f"plan {plan_file} (before)"
-            )
-        ]
-        after = [
-            QuotaConfig(saved.plan.cluster, saved.plan.after_entries(), f"plan {plan_file} (after)")
-        ]
-    elif manifests:
-        desired = load_manifests(manifests, cluster=cluster)
-        now = _configs(None, snapshot, cluster, config, bootstrap_server, command_config, timeout)
-        matching = [c for c in now if c.cluster == desired.cluster] or now[:1]
-        current = matching[0]
-        kept = {e: q for e, q in current.entries.items() if not desired.scope.contains(e)}
-        before = [QuotaConfig(desired.cluster, current.entries, current.source)]
-        after = [
-            QuotaConfig(
-                desired.cluster, {**kept, **desired.quotas}, f"manifests for {desired.cluster}"
-            )
-        ]
-    else:
-        raise AnalyticsError("give the change: --plan PLANFILE, or manifests with --snapshot")
     _run(
-        _request(
+        AnalyzeCommandRequest(
             Command.impact,
-            configs=before,
-            after=after,
-            usage=usage,
+            usage=_usage(
+                usage,
+                engine,
+                master,
+                usage_format,
+                cluster_label,
+                broker_label,
+                default_cluster,
+                broker,
+                since,
+                until,
+            ),
             out=out,
-            engine=engine,
-            master=master,
-            usage_format=usage_format,
-            cluster_label=cluster_label,
-            broker_label=broker_label,
-            default_cluster=default_cluster,
-            broker=broker,
-            since=since,
-            until=until,
+            manifests=tuple(manifests or ()),
+            snapshots=tuple(snapshot or ()),
+            plan_file=plan_file,
             window_s=window,
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(info_style="dim"),
         )
     )
 
@@ -388,70 +340,30 @@ def recommend(
     """Quotas sized from observed usage: the quantile x headroom, rounded up
     to readable units; never below the current quota for a throttled
     (censored) group, and said so."""
-    if quantile not in ("p50", "p95", "p99", "max"):
-        raise AnalyticsError(f"--quantile {quantile!r}: one of p50, p95, p99, max")
-    if write_into is not None and not manifests:
-        raise AnalyticsError("--write-into edits the manifests: give them")
-    desired = load_manifests(manifests, cluster=cluster) if manifests else None
-    request = _request(
-        Command.recommend,
-        configs=[_manifest_config(desired, manifests)]
-        if desired is not None and manifests
-        else _configs(None, snapshot, cluster, config, bootstrap_server, command_config, timeout),
-        usage=usage,
-        out=out,
-        engine=engine,
-        master=master,
-        usage_format=usage_format,
-        cluster_label=cluster_label,
-        broker_label=broker_label,
-        default_cluster=default_cluster,
-        broker=broker,
-        since=since,
-        until=until,
-        quantile=quantile,
-        headroom=headroom,
-    )
-    _run(request)
-    if write_into is not None and desired is not None and manifests:
-        _write_recommendations(manifests, desired, write_into, out, cluster)
-
-
-def _write_recommendations(
-    manifests: list[Path], desired: DesiredState, into: Path, out: Path, cluster: str | None
-) -> None:
-    import pyarrow.parquet as pq
-
-    from quotaform.export.workflow import edit_manifest_set
-    from quotaform.manifest.files import is_member
-
-    if not is_member(into, manifests):
-        raise AnalyticsError(f"{into} is not one of the manifest files given")
-    # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
-    rows = pq.read_table(out / "recommend.parquet").to_pylist()
-    wanted: dict[Entity, dict[str, float]] = {}
-    for row in rows:
-        if row["cluster"] != desired.cluster:
-            continue
-        entity = Entity.from_mapping(json.loads(row["entity"]))
-        wanted.setdefault(entity, {})[row["quota_key"]] = row["recommended"]
-    add = {e: q for e, q in wanted.items() if e not in desired.entities}
-    update = {
-        e: {**desired.entities[e].quotas, **q} for e, q in wanted.items() if e in desired.entities
-    }
-    added, updated, _ = edit_manifest_set(
-        manifests,
-        desired,
-        into=into,
-        add=add,
-        update=update,
-        comment=f"recommended by quotaform analyze {datetime.now(UTC).date().isoformat()}",
-        cluster=cluster,
-    )
-    say(
-        make_console(),
-        f"Wrote the recommendations: {len(added)} entit{'y' if len(added) == 1 else 'ies'} "
-        f"added to {into}, {len(updated)} updated. Review them with quotaform plan.",
+    _run(
+        AnalyzeCommandRequest(
+            Command.recommend,
+            usage=_usage(
+                usage,
+                engine,
+                master,
+                usage_format,
+                cluster_label,
+                broker_label,
+                default_cluster,
+                broker,
+                since,
+                until,
+            ),
+            out=out,
+            manifests=tuple(manifests or ()),
+            snapshots=tuple(snapshot or ()),
+            quantile=quantile,
+            headroom=headroom,
+            write_into=write_into,
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(info_style="dim"),
+        )
     )
 
 
@@ -474,12 +386,11 @@ def collect(
 ) -> None:
     """Read a (sandbox) broker's quota MBeans with Kafka's JmxTool into the
     usage table (JSON Lines), every --interval seconds for --seconds."""
-    from quotaform.analytics.collect import collect_jmx
-
-    with out.open("a", encoding="utf-8") as fh:
-        count = collect_jmx(
-            jmx_port, fh, cluster=cluster_name, broker=broker, seconds=seconds, interval_s=interval
+    count = run_collect(
+        CollectRequest(
+            jmx_port, out, cluster_name, broker=broker, seconds=seconds, interval_s=interval
         )
+    )
     say(make_console(stderr=True), f"collected {count:,} samples into {out}")
 
 
@@ -501,20 +412,20 @@ def snapshot(
 ) -> None:
     """Write the live quotas of every entity as JSON Lines
     (schemas/snapshot.schema.json), for `quotaform analyze --snapshot`."""
-    name = cluster_name or cluster
-    if name is None:
-        raise AnalyticsError("name the cluster: --cluster-name NAME (or --cluster NAME)")
-    where = target(cluster, config, bootstrap_server, command_config, implied=name, timeout=timeout)
-    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        cluster_id = client.cluster_id()
-        live = describe_matching(client, None, cluster_id=cluster_id)
-    lines = snapshot_lines(name, cluster_id, live.entities)
-    text = "".join(line + "\n" for line in lines)
+    run = run_quota_snapshot(
+        QuotaSnapshotRequest(
+            out,
+            cluster_name=cluster_name,
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(),
+        )
+    )
     if str(out) == "-":
-        sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
-    say(make_console(stderr=True), f"snapshot of {len(lines):,} entities of {name!r} -> {out}")
+        sys.stdout.write(run.text)
+    say(
+        make_console(stderr=True),
+        f"snapshot of {len(run.lines):,} entities of {run.cluster!r} -> {out}",
+    )
 
 
 def register(app: typer.Typer) -> None:

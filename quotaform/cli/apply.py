@@ -14,12 +14,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
+from quotaform.app.apply import ApplyRequest, run_apply
 from quotaform.cli.options import (
     AllowDefaultRemovalOption,
     AllowDeletes,
@@ -37,15 +37,12 @@ from quotaform.cli.options import (
     SnapshotsOption,
     Timeout,
     budget_flags,
-    target,
+    connection,
     volume_source,
 )
-from quotaform.cli.output import OutputFormat, emit, make_console, say
+from quotaform.cli.output import OutputFormat, emit, make_console
 from quotaform.cli.plan import print_plan
-from quotaform.cluster.apply import ApplyResult, ApplyStatus, apply_plan, check_not_stale
-from quotaform.cluster.connect import connect
-from quotaform.cluster.lock import HeldLock, apply_lock
-from quotaform.cluster.wire.client import QuotaAdminClient
+from quotaform.cli.view import make_view
 from quotaform.errors import (
     EXIT_ERROR,
     EXIT_LOCK_HELD,
@@ -54,24 +51,10 @@ from quotaform.errors import (
     EXIT_PARTIAL,
     EXIT_STALE_PLAN,
     ApplyCancelledError,
-    GuardRefusedError,
-    PlanFileError,
-    QuotaformError,
-    StalePlanError,
 )
 from quotaform.formats.apply import ApplyDocument, apply_document, render_apply_json
-from quotaform.formats.planfile import is_plan_file, read_plan_file
-from quotaform.manifest import load_manifests
-from quotaform.plan.model import Plan
-from quotaform.plan.review import PlanReview
-from quotaform.plan.state import ChangeBudget, DesiredState
+from quotaform.plan.outcome import ApplyResult, ApplyStatus
 from quotaform.render.apply import render_apply_text
-from quotaform.workflow import (
-    check_storage_holds,
-    plan_desired,
-    refuse_unless_allowed,
-    review_saved_plan,
-)
 
 __all__ = ["apply", "register"]
 
@@ -127,34 +110,6 @@ def _confirm(console: Console) -> None:
         )
     if answer.strip() != "yes":
         raise ApplyCancelledError("apply cancelled: only 'yes' approves; nothing was applied")
-
-
-class _progress:
-    """A rich progress bar on standard error while apply runs (a TTY only)."""
-
-    def __init__(self, console: Console) -> None:
-        self.bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=console,
-            transient=True,
-            disable=not console.is_terminal,
-        )
-        self.tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> Callable[[str, int, int], None]:
-        self.bar.start()
-
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in self.tasks:
-                self.tasks[stage] = self.bar.add_task(stage, total=total)
-            self.bar.update(self.tasks[stage], completed=done, total=total)
-
-        return update
-
-    def __exit__(self, *exc: object) -> None:
-        self.bar.stop()
 
 
 def _print_result(
@@ -243,149 +198,58 @@ def apply(
     """
     console = make_console()
     err = make_console(stderr=True)
-    saved = is_plan_file(manifests[0])
-    flags = budget_flags(
-        allow_deletes=allow_deletes,
-        max_deletes=max_deletes,
-        max_delete_fraction=max_delete_fraction,
-        max_relax_factor=max_relax_factor,
-        allow_mass_delete=allow_mass_delete,
-        allow_default_removal=allow_default_removal,
-        allow_relax=allow_relax,
+    # With -o json the plan goes to standard error as text: stdout carries one document.
+    plan_format = OutputFormat.text if output is OutputFormat.json else output
+    run = run_apply(
+        ApplyRequest(
+            tuple(manifests),
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            budget=budget_flags(
+                allow_deletes=allow_deletes,
+                max_deletes=max_deletes,
+                max_delete_fraction=max_delete_fraction,
+                max_relax_factor=max_relax_factor,
+                allow_mass_delete=allow_mass_delete,
+                allow_default_removal=allow_default_removal,
+                allow_relax=allow_relax,
+            ),
+            volumes=volume_source(snapshots, from_topic),
+            auto_approve=auto_approve,
+            readback_timeout_s=readback_timeout,
+            lock_timeout_s=lock_timeout,
+            lock=not no_lock,
+            show=lambda plan, review: print_plan(
+                plan, review, plan_format, err if output is OutputFormat.json else console
+            ),
+            confirm=lambda plan, review: _confirm(
+                console if output is not OutputFormat.json else err
+            ),
+            view=make_view(),
+        )
     )
-    # The files are read before connecting: they say nothing about the cluster.
-    saved_plan = read_plan_file(manifests[0])[0] if saved else None
-    policy = manifests[1:] if saved else manifests
-    desired = None
-    if policy:
-        for_cluster = cluster or (saved_plan.cluster if saved_plan else None)
-        desired = load_manifests(policy, cluster=for_cluster)
-    implied = saved_plan.cluster if saved_plan is not None else None
-    if desired is not None:
-        implied = implied or desired.cluster
-    where = target(
-        cluster,
-        config,
-        bootstrap_server,
-        command_config,
-        implied=implied,
-        near=manifests,
-        timeout=timeout,
-    )
-    volumes = volume_source(snapshots, from_topic)
-    plan_to = err if output is OutputFormat.json else console
-    held: HeldLock | None = None
-    try:
-        with (
-            connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client,
-            apply_lock(client, where.settings, timeout_s=lock_timeout, enabled=not no_lock) as held,
-        ):
-            if saved_plan is not None:
-                the_plan = saved_plan
-                try:
-                    review = _judge_saved(
-                        saved_plan, manifests[0], desired, where.cluster, flags, client, err
-                    )
-                    check_storage_holds(
-                        saved_plan, desired, client, volumes=volumes, settings=where.settings
-                    )
-                except StalePlanError as exc:
-                    the_review = review_saved_plan(saved_plan, desired, flags)
-                    _stop(the_plan, the_review, ApplyStatus.STALE, exc, output, console)
-            else:
-                assert desired is not None
-                the_plan, review = plan_desired(
-                    desired, client, flags=flags, volumes=volumes, settings=where.settings
-                )
-            # With -o json the plan goes to standard error as text: stdout carries one document.
-            print_plan(
-                the_plan,
-                review,
-                OutputFormat.text if output is OutputFormat.json else output,
-                plan_to,
-            )
-            result: ApplyResult | None = None
-            if the_plan.summary.has_changes:
-                try:
-                    refuse_unless_allowed(review)
-                    if not saved and not auto_approve:
-                        _confirm(console if output is not OutputFormat.json else err)
-                except GuardRefusedError as exc:
-                    _stop(the_plan, review, ApplyStatus.REFUSED, exc, output, console)
-                except ApplyCancelledError as exc:
-                    _stop(the_plan, review, ApplyStatus.CANCELLED, exc, output, console)
-                with _progress(err) as on_progress:
-                    result = apply_plan(
-                        the_plan,
-                        client,
-                        on_progress=on_progress,
-                        readback_timeout_s=readback_timeout,
-                    )
-    finally:
-        # Said even when apply stopped with an error: the next run would be blocked.
-        lock_error = held.release_error if held is not None else None
-        if lock_error is not None:
-            say(err, lock_error, style="bold yellow", prefix="Warning: ")
-    status = result.status if result is not None else ApplyStatus.NOTHING_TO_DO
+    if run.stopped is not None:
+        # Nothing was sent: with -o json its document (status and reason) on standard
+        # output; the error itself on standard error, always.
+        _print_result(
+            lambda: apply_document(run.plan, run.review, status=run.status, error=str(run.stopped)),
+            None,
+            output,
+            console,
+        )
+        raise run.stopped
     _print_result(
-        lambda: apply_document(the_plan, review, result, status=status, lock_error=lock_error),
-        result,
+        lambda: apply_document(
+            run.plan, run.review, run.result, status=run.status, lock_error=run.lock_error
+        ),
+        run.result,
         output,
         console,
     )
-    code = EXIT_BY_STATUS[status]
-    if lock_error is not None and code == EXIT_OK:
+    code = EXIT_BY_STATUS[run.status]
+    if run.lock_error is not None and code == EXIT_OK:
         code = EXIT_LOCK_HELD
     if code != EXIT_OK:
         raise typer.Exit(code)
-
-
-def _stop(
-    the_plan: Plan,
-    review: PlanReview,
-    status: ApplyStatus,
-    exc: QuotaformError,
-    output: OutputFormat,
-    console: Console,
-) -> NoReturn:
-    """End an apply that sent nothing: with ``-o json`` its document (status and
-    reason) on standard output; the error itself on standard error, always."""
-    _print_result(
-        lambda: apply_document(the_plan, review, status=status, error=str(exc)),
-        None,
-        output,
-        console,
-    )
-    raise exc
-
-
-def _judge_saved(
-    the_plan: Plan,
-    planfile: Path,
-    desired: DesiredState | None,
-    cluster: str | None,
-    flags: ChangeBudget,
-    client: QuotaAdminClient,
-    err: Console,
-) -> PlanReview:
-    """A saved plan (read intact, signed when a key is set), checked for this
-    cluster and not stale, and judged again (by ``desired``, the manifests
-    given after it, when given)."""
-    if cluster is not None and the_plan.cluster != cluster:
-        raise PlanFileError(
-            f"{planfile} is a plan for cluster {the_plan.cluster!r}, not {cluster!r}"
-        )
-    check_not_stale(the_plan, client, client.cluster_id())
-    if desired is None:
-        say(
-            err,
-            "the manifests were not given, so spec.protect, preventDestroy and the "
-            "manifests' change budget were not checked; pass them after the plan file "
-            f"(quotaform apply {planfile} MANIFESTS...)",
-            style="yellow",
-            prefix="Note: ",
-        )
-    return review_saved_plan(the_plan, desired, flags)
 
 
 def register(app: typer.Typer) -> None:

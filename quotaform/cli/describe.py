@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.describe import DescribeRequest, run_describe
 from quotaform.cli.options import (
     BootstrapServer,
     ClusterOption,
@@ -24,11 +25,10 @@ from quotaform.cli.options import (
     ConfigOption,
     Output,
     Timeout,
-    target,
+    connection,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console, say
-from quotaform.cluster.connect import connect
-from quotaform.cluster.read import describe_matching
+from quotaform.cli.view import make_view
 from quotaform.cluster.wire.types import FilterComponent
 from quotaform.errors import ClusterConfigError
 from quotaform.formats.describe import describe_document, render_describe_json
@@ -174,9 +174,13 @@ def describe(
         entity_default,
         {USER: (user, user_defaults), CLIENT_ID: (client, client_defaults), IP: (ip, ip_defaults)},
     )
-    where = target(cluster, config, bootstrap_server, command_config, timeout=timeout)
-    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client_:
-        live = describe_matching(client_, components, cluster_id=client_.cluster_id())
+    live = run_describe(
+        DescribeRequest(
+            None if components is None else tuple(components),
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(),
+        )
+    )
     if not live.entities and output is OutputFormat.text:
         # Like kafka-configs: nothing on standard output; a note for the person.
         say(make_console(stderr=True), "No client quotas match.")

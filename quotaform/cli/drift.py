@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.drift import DriftRequest, run_drift
 from quotaform.cli.options import (
     BootstrapServer,
     ClusterOption,
@@ -25,16 +26,15 @@ from quotaform.cli.options import (
     Manifests,
     SnapshotsOption,
     Timeout,
-    manifests_and_target,
+    connection,
     volume_source,
 )
 from quotaform.cli.output import OutputFormat, emit
-from quotaform.cluster.connect import connect
+from quotaform.cli.view import make_view
 from quotaform.errors import EXIT_CHANGES
 from quotaform.formats.drift import render_drift_json
 from quotaform.plan.drift import DriftReport
 from quotaform.render.drift import render_drift_markdown, render_drift_text
-from quotaform.workflow import detect_drift
 
 __all__ = ["drift", "register"]
 
@@ -76,16 +76,14 @@ def drift(
 
     Exit codes: 0 in sync, 2 drift found, 1 error.
     """
-    desired, where = manifests_and_target(
-        manifests, cluster, config, bootstrap_server, command_config, timeout
-    )
-    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        report = detect_drift(
-            desired,
-            client,
+    report = run_drift(
+        DriftRequest(
+            tuple(manifests),
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
             volumes=volume_source(snapshots, from_topic),
-            settings=where.settings,
+            view=make_view(),
         )
+    )
     _print_report(report, output)
     if not report.in_sync:
         raise typer.Exit(EXIT_CHANGES)

@@ -15,21 +15,18 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from quotaform.app.export import ExportRequest, ImportRequest, run_export, run_import
 from quotaform.cli.options import (
     BootstrapServer,
     ClusterOption,
     CommandConfig,
     ConfigOption,
     Timeout,
-    manifests_and_target,
-    target,
+    connection,
 )
 from quotaform.cli.output import make_console, say
-from quotaform.cluster.connect import connect
-from quotaform.errors import ExportError
-from quotaform.export.build import Skipped, export_scope, parse_prefixes
-from quotaform.export.files import write_new_file
-from quotaform.export.workflow import export_manifest, import_entities
+from quotaform.cli.view import make_view
+from quotaform.export.build import Skipped
 from quotaform.kafka.entity import SHAPE_NAMES
 
 __all__ = ["Shape", "register"]
@@ -106,40 +103,28 @@ def export(
     Planning the written file against the same cluster shows no changes.
     Exit codes: 0 written, 1 error (including an existing --out without --force).
     """
-    name = cluster_name or cluster
-    if name is None:
-        raise ExportError(
-            "name the cluster the manifest is for: --cluster-name NAME (metadata.cluster), "
-            "or --cluster NAME to connect with its profile too"
-        )
-    scope = export_scope(
-        [str(s.value) for s in shape or Shape],
-        parse_prefixes(prefix or []),
-        include_defaults=include_defaults,
-    )
-    if out is not None and out.exists() and not force:
-        raise ExportError(f"{out} already exists: pass --force to overwrite it")
-    where = target(cluster, config, bootstrap_server, command_config, implied=name, timeout=timeout)
-    settings = where.settings
-    with connect(settings, read_only=True, cluster_id=where.cluster_id) as client:
-        result = export_manifest(
-            client,
-            cluster=name,
-            scope=scope,
-            bootstrap=settings.bootstrap_servers,
+    run = run_export(
+        ExportRequest(
+            cluster_name=cluster_name,
+            shapes=tuple(str(s.value) for s in shape or ()),
+            prefixes=tuple(prefix or ()),
+            include_defaults=include_defaults,
             pin_cluster_id=pin_cluster_id,
+            out=out,
+            force=force,
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(),
         )
+    )
     err = make_console(stderr=True)
-    _warn_skipped(result.skipped, err)
-    if out is None:
-        sys.stdout.write(result.text)
-    else:
-        write_new_file(out, result.text, force=force)
-    written = "standard output" if out is None else str(out)
+    _warn_skipped(run.result.skipped, err)
+    if run.written_to is None:
+        sys.stdout.write(run.result.text)
+    count = len(run.result.entities)
     say(
         err,
-        f"Exported {len(result.entities)} entit{'y' if len(result.entities) == 1 else 'ies'} "
-        f"({scope}) to {written}.",
+        f"Exported {count} entit{'y' if count == 1 else 'ies'} ({run.scope}) to "
+        f"{run.written_to or 'standard output'}.",
     )
 
 
@@ -179,13 +164,15 @@ def import_(
     loaded again after writing and restored if it would not load.
     Exit codes: 0 success (also when nothing was missing), 1 error.
     """
-    desired, where = manifests_and_target(
-        manifests, cluster, config, bootstrap_server, command_config, timeout
-    )
-    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        result = import_entities(
-            manifests, client, into=into, update=update, cluster=cluster, desired=desired
+    result = run_import(
+        ImportRequest(
+            tuple(manifests),
+            into=into,
+            update=update,
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(),
         )
+    )
     err = make_console(stderr=True)
     _warn_skipped(result.skipped, err)
     for path in result.reformatted:

@@ -1,7 +1,8 @@
 """Options shared by several commands: the manifests, the connection
 (``--bootstrap-server``, ``--command-config``), cluster selection
-(``--cluster``, ``--config``, ``--all-clusters``; resolved with
-:func:`quotaform.cluster.profiles.resolve_target`), ``--output``, and the
+(``--cluster``, ``--config``, ``--all-clusters``; gathered into one
+:class:`~quotaform.app.common.ConnectionOptions` by :func:`connection`),
+``--output``, and the
 change budget of ``plan`` / ``apply`` (``--allow-deletes``, ``--max-deletes``
 ..., ``--allow-relax``), gathered into one
 :class:`~quotaform.plan.state.ChangeBudget` by :func:`budget_flags`.
@@ -9,24 +10,17 @@ change budget of ``plan`` / ``apply`` (``--allow-deletes``, ``--max-deletes``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from quotaform.cli.output import OutputFormat, make_console, say
-from quotaform.cluster.profiles import (
-    DEFAULT_CONFIG_FILE,
-    ENV_CONFIG,
-    ClusterTarget,
-    resolve_target,
-)
+from quotaform.app.common import ConnectionOptions
+from quotaform.app.volumes import VolumeSource
+from quotaform.cli.output import OutputFormat
+from quotaform.cluster.profiles import DEFAULT_CONFIG_FILE, ENV_CONFIG
 from quotaform.cluster.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
-from quotaform.manifest import load_manifests
-from quotaform.plan.state import ChangeBudget, DesiredState
-from quotaform.storage import VolumeSource
+from quotaform.plan.state import ChangeBudget
 
 __all__ = [
     "AllClustersOption",
@@ -45,8 +39,8 @@ __all__ = [
     "Output",
     "Timeout",
     "budget_flags",
-    "manifests_and_target",
-    "target",
+    "connection",
+    "volume_source",
 ]
 
 Manifests = Annotated[
@@ -240,55 +234,18 @@ def budget_flags(
     )
 
 
-def target(
-    cluster: str | None,
-    config: Path | None,
-    bootstrap_server: str | None,
-    command_config: Path | None,
-    *,
-    implied: str | None = None,
-    near: Sequence[Path] = (),
-    timeout: float | None = None,
-) -> ClusterTarget:
-    """Where the command connects (:func:`~quotaform.cluster.profiles.resolve_target`:
-    ``--cluster``, else connection flags, else the profile of ``implied``, the
-    cluster the manifests ``near`` name), after printing the connection
-    settings' warnings to standard error. ``timeout`` is ``--timeout`` in seconds."""
-    found = resolve_target(
-        cluster, config, bootstrap_server, command_config, implied=implied, near=near
-    )
-    found = replace(found, settings=found.settings.with_timeout(timeout))
-    err = make_console(stderr=True)
-    for warning in found.settings.warnings:
-        say(err, warning, style="yellow", prefix="Warning: ")
-    return found
-
-
-def manifests_and_target(
-    manifests: Sequence[Path],
+def connection(
     cluster: str | None,
     config: Path | None,
     bootstrap_server: str | None,
     command_config: Path | None,
     timeout: float | None,
-) -> tuple[DesiredState, ClusterTarget]:
-    """The manifests loaded for ``--cluster`` and where to connect: first the
-    files (bad manifests, or a set naming several clusters without
-    ``--cluster``, fail before any connection), then :func:`target` with the
-    cluster they name.
-
-    Raises:
-        ManifestError: as :func:`~quotaform.manifest.load_manifests`.
-        ClusterConfigError, ConnectionSettingsError: as :func:`target`.
-    """
-    desired = load_manifests(manifests, cluster=cluster)
-    where = target(
-        cluster,
-        config,
-        bootstrap_server,
-        command_config,
-        implied=desired.cluster,
-        near=manifests,
-        timeout=timeout,
+) -> ConnectionOptions:
+    """The connection options of one run as one value."""
+    return ConnectionOptions(
+        cluster=cluster,
+        config=config,
+        bootstrap_server=bootstrap_server,
+        command_config=command_config,
+        timeout_s=timeout,
     )
-    return desired, where

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from quotaform.app.plan import AllClustersRequest, PlanRequest, plan_all_clusters, run_plan
 from quotaform.cli.options import (
     AllClustersOption,
     AllowDefaultRemovalOption,
@@ -32,17 +33,15 @@ from quotaform.cli.options import (
     SnapshotsOption,
     Timeout,
     budget_flags,
-    manifests_and_target,
+    connection,
     volume_source,
 )
-from quotaform.cli.output import OutputFormat, emit, make_console, say
-from quotaform.cluster.connect import connect
-from quotaform.cluster.profiles import load_required_profiles
-from quotaform.errors import EXIT_CHANGES, ClusterConfigError, GuardRefusedError
+from quotaform.cli.output import OutputFormat, emit
+from quotaform.cli.view import make_view
+from quotaform.errors import ClusterConfigError, plan_exit_code
 from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
 from quotaform.render.text import render_markdown, render_text
-from quotaform.workflow import plan_clusters, plan_desired
 
 __all__ = ["plan", "print_plan", "register"]
 
@@ -122,14 +121,9 @@ def plan(
         allow_default_removal=allow_default_removal,
         allow_relax=allow_relax,
     )
+    options = connection(cluster, config, bootstrap_server, command_config, timeout)
     if all_clusters:
-        given = {
-            "--cluster": cluster,
-            "--bootstrap-server": bootstrap_server,
-            "--command-config": command_config,
-            "--out": out,
-        }
-        clash = [flag for flag, value in given.items() if value is not None]
+        clash = options.flags_given() + (["--out"] if out is not None else [])
         if clash:
             raise ClusterConfigError(
                 f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
@@ -137,8 +131,9 @@ def plan(
         from quotaform.formats.multicluster import render_multi_json
         from quotaform.render.multicluster import render_multi_markdown, render_multi_text
 
-        profiles = load_required_profiles(config, near=manifests)
-        report = plan_clusters(manifests, profiles, flags=flags, timeout_s=timeout)
+        report = plan_all_clusters(
+            AllClustersRequest(tuple(manifests), config=config, budget=flags, timeout_s=timeout)
+        )
         emit(
             report,
             output,
@@ -146,42 +141,30 @@ def plan(
             markdown=render_multi_markdown,
             json=render_multi_json,
         )
-        code = report.exit_code(detailed=detailed_exitcode)
+        code = plan_exit_code(
+            failed=bool(report.failed),
+            changes=bool(report.with_changes),
+            detailed=detailed_exitcode,
+        )
         if code:
             raise typer.Exit(code)
         return
-    if out is not None:
-        from quotaform.formats.planfile import signing_key
-
-        signing_key()  # an empty QUOTAFORM_PLAN_KEY fails before any work
-    desired, where = manifests_and_target(
-        manifests, cluster, config, bootstrap_server, command_config, timeout
-    )
-    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        the_plan, review = plan_desired(
-            desired,
-            client,
-            flags=flags,
+    outcome = run_plan(
+        PlanRequest(
+            tuple(manifests),
+            connection=options,
+            budget=flags,
             volumes=volume_source(snapshots, from_topic),
-            settings=where.settings,
+            out=out,
+            show=lambda plan, review: print_plan(plan, review, output),
+            view=make_view(),
         )
-    print_plan(the_plan, review, output)
-    if review.violations:
-        raise GuardRefusedError(
-            [],
-            f"the plan breaks {len(review.violations)} guard rail(s) (listed above)"
-            + ("; no plan file was written" if out is not None else ""),
-        )
-    if out is not None:
-        from quotaform.formats.planfile import write_plan_file
-
-        write_plan_file(the_plan, review, out)
-        say(
-            make_console(stderr=True),
-            f"Saved the plan to {out}. Apply exactly this plan with: quotaform apply {out}",
-        )
-    if detailed_exitcode and the_plan.summary.has_changes:
-        raise typer.Exit(EXIT_CHANGES)
+    )
+    code = plan_exit_code(
+        failed=False, changes=outcome.plan.summary.has_changes, detailed=detailed_exitcode
+    )
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

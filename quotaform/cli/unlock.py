@@ -10,18 +10,17 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.unlock import UnlockRequest, run_unlock
 from quotaform.cli.options import (
     BootstrapServer,
     ClusterOption,
     CommandConfig,
     ConfigOption,
     Timeout,
-    target,
+    connection,
 )
 from quotaform.cli.output import make_console, say
-from quotaform.cluster.connect import connect
-from quotaform.cluster.lock import LOCK_TOPIC, current_holder, release
-from quotaform.errors import LockError
+from quotaform.cli.view import make_view
 
 __all__ = ["register", "unlock"]
 
@@ -53,26 +52,19 @@ def unlock(
     Only release a lock whose holder is known to be gone: the lock is what
     keeps two applies from overwriting each other.
     """
-    where = target(cluster, config, bootstrap_server, command_config, timeout=timeout)
+    run = run_unlock(
+        UnlockRequest(
+            lock_id=lock_id,
+            force=force,
+            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            view=make_view(),
+        )
+    )
     out = make_console()
-    with connect(where.settings, read_only=False, cluster_id=where.cluster_id) as client:
-        if LOCK_TOPIC not in client.list_topics():
-            say(out, "The cluster's apply lock is not held.")
-            return
-        holder = current_holder(where.settings)
-        if holder is None and not force:
-            raise LockError(
-                f"the apply lock ({LOCK_TOPIC}) is held but its holder record cannot be "
-                "read; release it with --force once no apply runs"
-            )
-        if holder is not None and lock_id != holder.lock_id:
-            raise LockError(
-                f"the apply lock is {holder.describe()}"
-                + (f", not lock id {lock_id}" if lock_id else "")
-                + f"; to release it once that holder is gone: quotaform unlock --lock-id "
-                f"{holder.lock_id}"
-            )
-        release(client)
+    if not run.held:
+        say(out, "The cluster's apply lock is not held.")
+        return
+    holder = run.holder
     say(out, f"Released the apply lock ({holder.describe() if holder else 'no holder record'}).")
 
 

@@ -2,41 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from quotaform.app.validate import ValidateRequest, run_validate
 from quotaform.cli.options import Manifests
 from quotaform.cli.output import make_console, say
-from quotaform.errors import ClusterConfigError, ManifestError, ManifestProblem
-from quotaform.manifest import load_manifests, manifest_clusters
-from quotaform.plan.state import DesiredState
 
 __all__ = ["register", "validate"]
-
-
-def _load_for_validate(
-    paths: list[Path], cluster: str | None, all_clusters: bool
-) -> list[DesiredState]:
-    """The set loaded for ``cluster`` (``None``: the set names one), or for
-    every cluster it names, with every cluster's problems reported together."""
-    if all_clusters and cluster is not None:
-        raise ClusterConfigError("give --cluster or --all-clusters, not both")
-    targets: list[str | None] = [cluster]
-    if all_clusters:
-        # A set naming no cluster falls through to load_manifests, which says so.
-        targets = list(manifest_clusters(paths)) or [None]
-    states: list[DesiredState] = []
-    problems: list[ManifestProblem] = []
-    for name in targets:
-        try:
-            states.append(load_manifests(paths, cluster=name))
-        except ManifestError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise ManifestError(sorted(set(problems), key=lambda p: p.sort_key()))
-    return states
 
 
 def validate(
@@ -57,7 +31,7 @@ def validate(
 ) -> None:
     """Check manifests offline: syntax, fields, quota values, scope. No RPC."""
     err = make_console(stderr=True)
-    states = _load_for_validate(manifests, cluster, all_clusters)
+    states = run_validate(ValidateRequest(tuple(manifests), cluster, all_clusters))
     for warning in sorted({w for desired in states for w in desired.warnings}):
         say(err, warning, style="yellow", prefix="Warning: ")
     for desired in states:

@@ -15,11 +15,9 @@ Whether a plan may be applied at all is the review's verdict
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from quotaform.cluster.read import QuotaReader, describe_shapes
@@ -33,6 +31,13 @@ from quotaform.errors import AuthorizationError, PlanFileError, StalePlanError
 from quotaform.kafka.entity import SHAPES, Entity
 from quotaform.kafka.units import same_quotas
 from quotaform.plan.model import EntityChange, Plan
+from quotaform.plan.outcome import (
+    APPLY_FORMAT_VERSION,
+    ApplyResult,
+    ApplyStatus,
+    EntityOutcome,
+    EntityResult,
+)
 
 __all__ = [
     "APPLY_FORMAT_VERSION",
@@ -47,9 +52,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Version of the JSON apply result (``schemas/apply.schema.json``).
-APPLY_FORMAT_VERSION = 1
 
 
 class QuotaWriter(Protocol):
@@ -68,102 +70,6 @@ class QuotaWriter(Protocol):
         validate_only: bool,
         on_batch: Callable[[int, int], None] | None = None,
     ) -> dict[Entity, AlterResult]: ...
-
-
-class ApplyStatus(enum.Enum):
-    """How an apply ended; the CLI maps each to an exit code (``quotaform.errors``)."""
-
-    NOTHING_TO_DO = "nothing-to-do"
-    APPLIED = "applied"
-    """Every entity applied and the read-back matched (exit 0)."""
-    REJECTED = "rejected"
-    """The validate_only pre-check refused entities: nothing was applied (exit 1)."""
-    NOTHING_APPLIED = "nothing-applied"
-    """The connection was lost before any real alter left this process; a
-    validate_only request never writes: nothing was applied (exit 1)."""
-    PARTIAL = "partial"
-    """At least one entity failed, is unknown, or was not sent after others
-    were (exit 3)."""
-    NOT_CONVERGED = "not-converged"
-    """Every entity was applied, but the read-back still differed after the
-    timeout, or could not be read (exit 4)."""
-    REFUSED = "refused"
-    """The guard rails refused the plan before anything was sent (exit 1;
-    decided by the caller, never by :func:`apply_plan`)."""
-    CANCELLED = "cancelled"
-    """Nobody typed ``yes`` (or no input was available): nothing sent (exit 1)."""
-    STALE = "stale"
-    """A saved plan's entities changed on the cluster since it was made:
-    nothing sent (exit 5)."""
-
-
-class EntityOutcome(enum.Enum):
-    """What happened to one entity."""
-
-    APPLIED = "applied"
-    """The broker answered that it committed the alter."""
-    FAILED = "failed"
-    """The broker refused it, with an error code and message."""
-    UNKNOWN = "unknown"
-    """The alter was sent and no answer came: it may or may not have committed."""
-    NOT_APPLIED = "not-applied"
-    """Never sent for real: refused by, or stopped at, the validate_only
-    pre-check, or not sent after the connection was lost."""
-
-
-@dataclass(frozen=True, slots=True)
-class EntityResult:
-    """One entity's result: its planned change and what happened to it.
-
-    Attributes:
-        change: the planned change.
-        outcome: applied / failed / unknown / not-applied.
-        message: the broker's error (code and message) or why it was not
-            sent, if any.
-        live_after: quotas read back after the apply (``None`` = not read).
-    """
-
-    change: EntityChange
-    outcome: EntityOutcome
-    message: str | None = None
-    live_after: Mapping[str, float] | None = None
-
-    @property
-    def converged(self) -> bool:
-        """The read-back shows the planned quotas."""
-        return self.live_after is not None and same_quotas(self.live_after, self.change.after)
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyResult:
-    """The outcome of :func:`apply_plan`.
-
-    Attributes:
-        status: overall status.
-        entities: one report per pending change, sorted by entity.
-        rpc_counts: RPCs made by the apply (validate, alter, read-back).
-        readback_seconds: time spent waiting for the read-back to match.
-        readback_error: why the read-back could not be made (the cluster
-            stopped answering), ``None`` when it was made.
-        error: why nothing was applied (``NOTHING_APPLIED``), else ``None``.
-    """
-
-    status: ApplyStatus
-    entities: tuple[EntityResult, ...] = ()
-    rpc_counts: Mapping[str, int] = field(default_factory=dict)
-    readback_seconds: float = 0.0
-    readback_error: str | None = None
-    error: str | None = None
-
-    def by_outcome(self, outcome: EntityOutcome) -> tuple[EntityResult, ...]:
-        """The reports with ``outcome``."""
-        return tuple(r for r in self.entities if r.outcome is outcome)
-
-    @property
-    def uncertain(self) -> bool:
-        """Whether what the cluster now holds is not fully known: an entity is
-        unknown, or the read-back could not be made."""
-        return bool(self.by_outcome(EntityOutcome.UNKNOWN)) or self.readback_error is not None
 
 
 _OUTCOME = {

@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from quotaform.cluster.apply import APPLY_FORMAT_VERSION, ApplyResult, ApplyStatus, EntityOutcome
 from quotaform.formats.plan import PlanDocument, plan_document
 from quotaform.plan.model import Plan
+from quotaform.plan.outcome import APPLY_FORMAT_VERSION, ApplyResult, ApplyStatus, EntityOutcome
 from quotaform.plan.review import PlanReview
 
 assert APPLY_FORMAT_VERSION == 1, "update ApplyDocument.format_version with the format"

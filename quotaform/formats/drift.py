@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from quotaform.formats.plan import ProbeDoc, StorageDoc, probe_doc, storage_doc
 from quotaform.plan.drift import DRIFT_FORMAT_VERSION, DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
-from quotaform.render.drift import drift_summary_line
+from quotaform.words import drift_summary_line
 
 assert DRIFT_FORMAT_VERSION == 1, "update DriftDocument.format_version with the format"
 

@@ -39,7 +39,7 @@ from quotaform.kafka.resolution import (
 )
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation
-from quotaform.render.words import group_text
+from quotaform.words import group_text
 
 __all__ = [
     "ExplainDocument",

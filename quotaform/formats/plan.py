@@ -39,7 +39,7 @@ from quotaform.plan.model import (
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget, Probe, SourceLocation
 from quotaform.plan.storage import ScaledKey, StorageScaling, StorageState
-from quotaform.render.words import (
+from quotaform.words import (
     allow_flag,
     fallback_text,
     missing_permissions,

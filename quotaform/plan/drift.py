@@ -20,7 +20,7 @@ from quotaform.plan.diff import compute_plan
 from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import DesiredState, LiveState, Probe
-from quotaform.plan.storage import StorageScaling
+from quotaform.plan.storage import StorageScaling, only_scales
 
 __all__ = ["DRIFT_FORMAT_VERSION", "DriftKind", "DriftReport", "compute_drift", "drift_of"]
 
@@ -178,7 +178,7 @@ def _scale_pending(
 ) -> bool:
     """A scaled ``producer_byte_rate`` live at a value the policy can write
     (between the pause value and the declared one): a scale to apply."""
-    if change.action is not Action.UPDATE or not storage.only_scales(change, declared):
+    if change.action is not Action.UPDATE or not only_scales(change, declared):
         return False
     top = declared[change.entity]
     floor = min(top, storage.pause_rate)

@@ -4,7 +4,7 @@ Pure functions of a :class:`~quotaform.plan.model.Plan`, the
 :class:`~quotaform.plan.state.DesiredState` it was made from and a resolved
 :class:`~quotaform.plan.state.ChangeBudget`. They return :class:`Violation`
 values that carry data (kind, entity, key, the numbers involved); the
-renderers word them (``quotaform.render.words``). What a removed quota falls
+renderers word them (``quotaform.words``). What a removed quota falls
 back to comes from Kafka's resolution rules (:func:`quotaform.kafka.resolution.fallback`).
 """
 

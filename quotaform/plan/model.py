@@ -13,13 +13,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.units import same_value
-
-if TYPE_CHECKING:
-    from quotaform.plan.storage import StorageScaling
+from quotaform.plan.storage_types import StorageScaling
 
 __all__ = [
     "PLAN_FORMAT_VERSION",
@@ -173,7 +170,7 @@ class Plan:
             (left alone; they take part in resolution, so explaining a plan
             needs them); empty when they were not read.
         storage: what the storage policy did to the declared values
-            (:class:`~quotaform.plan.storage.StorageScaling`), ``None``
+            (:class:`~quotaform.plan.storage_types.StorageScaling`), ``None``
             without a policy.
     """
 

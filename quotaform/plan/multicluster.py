@@ -1,7 +1,8 @@
 """Plans of several clusters as one report (``plan --all-clusters``).
 
-Pure aggregation: :func:`quotaform.workflow.plan_clusters` makes the plans;
-this module counts them and picks the exit code. The renderers
+Pure aggregation: :func:`quotaform.app.plan.plan_clusters` makes the plans;
+this module counts them (the CLI picks the exit code:
+:func:`quotaform.errors.plan_exit_code`). The renderers
 (``quotaform.render.multicluster``, ``quotaform.formats.multicluster``) print it.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from quotaform.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
 
@@ -74,12 +74,3 @@ class MultiClusterPlan:
     @property
     def failed(self) -> int:
         return sum(c.failed for c in self.clusters)
-
-    def exit_code(self, *, detailed: bool) -> int:
-        """1 if any cluster failed; else, when ``detailed``, 2 if any has
-        changes; else 0 (``plan --detailed-exitcode``'s codes, over all clusters)."""
-        if self.failed:
-            return EXIT_ERROR
-        if detailed and self.with_changes:
-            return EXIT_CHANGES
-        return EXIT_OK

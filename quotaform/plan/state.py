@@ -13,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from quotaform.kafka.entity import ENTITY_TYPES, SHAPES, Entity, Shape, shape_name
 from quotaform.kafka.resolution import Principal
-
-if TYPE_CHECKING:
-    from quotaform.plan.storage import StoragePolicy
+from quotaform.plan.source import SourceLocation
+from quotaform.plan.storage_types import StoragePolicy
 
 __all__ = [
     "DEFAULT_MAX_RELAX_FACTOR",
@@ -38,17 +36,6 @@ _SHAPE_ORDER = {s: i for i, s in enumerate(SHAPES)}
 
 #: Largest factor a quota may be raised by in one plan unless told otherwise.
 DEFAULT_MAX_RELAX_FACTOR = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class SourceLocation:
-    """Where something was declared: a manifest file path (as given) and a 1-based line."""
-
-    path: str
-    line: int
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
 
 
 @dataclass(frozen=True, slots=True)

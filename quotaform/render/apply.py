@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from quotaform.cluster.apply import ApplyResult, ApplyStatus, EntityOutcome
+from quotaform.plan.outcome import ApplyResult, ApplyStatus, EntityOutcome
 
 __all__ = ["render_apply_text"]
 

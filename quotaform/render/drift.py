@@ -16,8 +16,9 @@ from quotaform.plan.model import EntityChange
 from quotaform.render.explain import probe_markdown, probe_text
 from quotaform.render.md import md_code, md_text
 from quotaform.render.storage import scaling_headline
+from quotaform.words import drift_summary_line, entities_text
 
-__all__ = ["drift_summary_line", "render_drift_markdown", "render_drift_text"]
+__all__ = ["render_drift_markdown", "render_drift_text"]
 
 _TITLE = {
     DriftKind.CHANGED: ("Changed", "declared and live, values differ"),
@@ -33,28 +34,8 @@ _NOT_SET = "(not set)"
 _PROBES = "Probes (declared -> live)"
 
 
-def _entities(n: int) -> str:
-    return f"{n} entit{'y' if n == 1 else 'ies'}"
-
-
 def _value(key: str, value: float | None) -> str:
     return _NOT_SET if value is None else format_quota_value(key, value)
-
-
-def drift_summary_line(report: DriftReport) -> str:
-    """``Drift: 1 changed, 2 missing, 0 unexpected (3 unmanaged entities outside
-    the scope left alone).`` or ``No drift: the cluster matches the manifests
-    (18 entities in scope).``"""
-    if report.in_sync:
-        return (
-            f"No drift: the cluster matches the manifests ({_entities(report.in_scope)} in scope)."
-        )
-    unmanaged = report.unmanaged
-    return (
-        f"Drift: {len(report.changed)} changed, {len(report.missing)} missing, "
-        f"{len(report.unexpected)} unexpected ({unmanaged} unmanaged "
-        f"{'entity' if unmanaged == 1 else 'entities'} outside the scope left alone)."
-    )
 
 
 def _where(report: DriftReport) -> str:
@@ -66,7 +47,7 @@ def _where(report: DriftReport) -> str:
 def _footer(report: DriftReport) -> str:
     rpcs = ", ".join(f"{n} {api}" for api, n in sorted(report.rpc_counts.items())) or "no RPCs"
     return (
-        f"{_entities(report.matching)} in scope in sync; read-only check, nothing was changed; "
+        f"{entities_text(report.matching)} in scope in sync; read-only check, nothing was changed; "
         f"live state read with {rpcs}."
     )
 

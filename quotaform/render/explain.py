@@ -1,7 +1,7 @@
 """Renderings of explanations (``quotaform explain``) and of the probe view
 of plans and drift reports: text for a terminal or a log, markdown for a pull
 request (JSON: :mod:`quotaform.formats.explain`). Every sentence comes from
-:mod:`quotaform.render.words`."""
+:mod:`quotaform.words`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from quotaform.kafka.resolution import Match, Resolution
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation, ProbeImpact
 from quotaform.render.md import md_code, md_text
-from quotaform.render.words import (
+from quotaform.words import (
     effective_text,
     group_text,
     level_text,

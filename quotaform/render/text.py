@@ -12,7 +12,7 @@ from quotaform.plan.review import PlanReview
 from quotaform.render.explain import probe_markdown, probe_text
 from quotaform.render.md import md_code, md_text
 from quotaform.render.storage import scaling_lines, scaling_markdown
-from quotaform.render.words import fallback_text, missing_permissions, violation_line
+from quotaform.words import fallback_text, missing_permissions, violation_line
 
 __all__ = ["refusal_line", "render_markdown", "render_text", "summary_line"]
 

@@ -10,13 +10,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import quotaform.app.drift as drift_step
 import quotaform.cli.drift as drift_cli
+from quotaform.app.plan import make_plan
 from quotaform.cli.app import _QuotaformGroup
 from quotaform.cluster.apply import ApplyStatus, apply_plan
 from quotaform.formats.drift import DriftDocument
 from quotaform.kafka.entity import Entity
 from quotaform.plan.state import ChangeBudget
-from quotaform.workflow import make_plan
 
 from .helpers import barrier, config_command_view, eventually
 
@@ -131,14 +132,14 @@ def test_drift_classes_exit_codes_and_no_writes(
 
     # Spy on the connection: drift must open the client read-only.
     opened: list[bool] = []
-    real_connect = drift_cli.connect
+    real_connect = drift_step.connect
 
     def spy(settings, *, read_only, **kwargs):  # type: ignore[no-untyped-def]
         client = real_connect(settings, read_only=read_only, **kwargs)
         opened.append(client.read_only)
         return client
 
-    monkeypatch.setattr(drift_cli, "connect", spy)
+    monkeypatch.setattr(drift_step, "connect", spy)
     result = run_drift(str(manifest), "--bootstrap-server", bootstrap, "-o", "json")
     assert result.exit_code == 2, result.output
     assert opened == [True]

@@ -13,6 +13,7 @@ import typer
 from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
+from quotaform.app.plan import make_plan
 from quotaform.cli.app import _QuotaformGroup
 from quotaform.cli.export import register as register_export
 from quotaform.cli.plan import register as register_plan
@@ -20,7 +21,6 @@ from quotaform.cli.validate import register as register_validate
 from quotaform.cluster.apply import ApplyStatus, apply_plan
 from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
-from quotaform.workflow import make_plan
 
 from .helpers import barrier, config_command_view
 

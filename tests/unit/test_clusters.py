@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from quotaform.app.plan import plan_clusters
 from quotaform.cli.app import app
 from quotaform.cluster.profiles import (
     ClusterTarget,
@@ -19,7 +20,12 @@ from quotaform.cluster.profiles import (
     resolve_settings,
     resolve_target,
 )
-from quotaform.errors import ClusterConfigError, ConnectionSettingsError, ManifestError
+from quotaform.errors import (
+    ClusterConfigError,
+    ConnectionSettingsError,
+    ManifestError,
+    plan_exit_code,
+)
 from quotaform.formats.multicluster import MultiClusterDocument, render_multi_json
 from quotaform.formats.plan import PlanDocument
 from quotaform.kafka.entity import Entity
@@ -33,7 +39,6 @@ from quotaform.render.multicluster import (
     render_multi_markdown,
     render_multi_text,
 )
-from quotaform.workflow import plan_clusters
 
 MULTI = Path(__file__).resolve().parents[1] / "integration" / "fixtures" / "multi-cluster"
 
@@ -404,16 +409,22 @@ REPORT = MultiClusterPlan.build(
 )
 
 
+def _exit_code(report: MultiClusterPlan, *, detailed: bool) -> int:
+    return plan_exit_code(
+        failed=bool(report.failed), changes=bool(report.with_changes), detailed=detailed
+    )
+
+
 def test_counts_and_exit_codes() -> None:
     assert [c.cluster for c in REPORT.clusters] == ["ap", "eu", "us"]
     assert (REPORT.with_changes, REPORT.in_sync, REPORT.failed) == (1, 1, 1)
     assert multi_summary_line(REPORT) == "Clusters: 1 with changes, 1 in sync, 1 failed."
-    assert REPORT.exit_code(detailed=True) == 1
-    assert REPORT.exit_code(detailed=False) == 1
+    assert _exit_code(REPORT, detailed=True) == 1
+    assert _exit_code(REPORT, detailed=False) == 1
     ok = MultiClusterPlan.build(REPORT.clusters[1:])
-    assert (ok.exit_code(detailed=True), ok.exit_code(detailed=False)) == (2, 0)
+    assert (_exit_code(ok, detailed=True), _exit_code(ok, detailed=False)) == (2, 0)
     synced = MultiClusterPlan.build(REPORT.clusters[2:])
-    assert synced.exit_code(detailed=True) == 0
+    assert _exit_code(synced, detailed=True) == 0
     with pytest.raises(ValueError, match="exactly one"):
         ClusterPlan("x")
     with pytest.raises(ValueError, match="comes with its review"):

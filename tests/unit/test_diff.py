@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from quotaform.app.apply import refuse_unless_allowed
 from quotaform.cluster.apply import alteration
 from quotaform.errors import GuardRefusedError
 from quotaform.kafka.entity import Entity
 from quotaform.plan.guards import GuardKind
 from quotaform.plan.model import Action, KeyAction, KeyChange, diff_quotas
 from quotaform.plan.state import ChangeBudget, Scope, ScopeRule
-from quotaform.render.words import fallback_text
-from quotaform.workflow import refuse_unless_allowed
+from quotaform.words import fallback_text
 
 from .builders import desired_state, live_state, plan_of, reviewed
 

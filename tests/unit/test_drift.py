@@ -25,7 +25,8 @@ from quotaform.kafka.entity import Entity
 from quotaform.plan.drift import DriftKind, compute_drift
 from quotaform.plan.model import Action, KeyAction
 from quotaform.plan.state import Scope, ScopeRule
-from quotaform.render.drift import drift_summary_line, render_drift_markdown, render_drift_text
+from quotaform.render.drift import render_drift_markdown, render_drift_text
+from quotaform.words import drift_summary_line
 
 from .builders import desired_state, live_state, plan_of
 from .conftest import Golden

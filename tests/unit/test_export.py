@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from typer.testing import CliRunner
 
+from quotaform.app.export import export_manifest, import_entities
 from quotaform.cluster.wire.types import FilterComponent
 from quotaform.errors import ExportError, QuotaformError
 from quotaform.export.build import (
@@ -36,7 +37,6 @@ from quotaform.export.edit import (
     update_entities,
 )
 from quotaform.export.files import write_new_file
-from quotaform.export.workflow import export_manifest, import_entities
 from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.manifest import load_manifests
 from quotaform.plan.state import Scope
@@ -662,7 +662,8 @@ def test_import_accepts_a_file_given_by_name(manifests: Path) -> None:
 def test_import_restores_the_files_when_the_set_would_not_load(
     manifests: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import quotaform.export.workflow as export_module
+    import quotaform.app.export as export_module
+    import quotaform.export.manifest_set as manifest_set_module
     from quotaform.manifest import ManifestError, ManifestProblem
 
     into = manifests / "payments.yaml"
@@ -677,6 +678,7 @@ def test_import_restores_the_files_when_the_set_would_not_load(
         return real(paths, cluster=cluster)
 
     monkeypatch.setattr(export_module, "load_manifests", failing_second_load)
+    monkeypatch.setattr(manifest_set_module, "load_manifests", failing_second_load)
     live = {**declared([EXAMPLES]), **NEW}
     with pytest.raises(ExportError, match="would not load, so nothing was changed"):
         import_entities([manifests], FakeCluster(live), into=into)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from quotaform.plan.state import (
     ScopeRule,
     SourceLocation,
 )
-from quotaform.render.words import (
+from quotaform.words import (
     allow_flag,
     fallback_text,
     missing_permissions,

@@ -1,11 +1,12 @@
-"""Storage-aware quotas, the steps: read volume usage (live, snapshot files,
-or the compacted topic), evaluate the policy, scale the declared
-``producer_byte_rate`` values, and publish snapshots.
+"""Storage-aware quotas, the steps every command shares: read volume usage
+(live, snapshot files, or the compacted topic), evaluate the policy, scale
+the declared ``producer_byte_rate`` values, and publish snapshots.
 
 The rules are :mod:`quotaform.plan.storage` (pure); the cluster I/O is
 :mod:`quotaform.cluster.storage`; the formats are
 :mod:`quotaform.formats.storage`. ``plan``, ``apply``, ``drift`` and the
-``storage`` commands all come through :func:`evaluate_storage`.
+``storage`` commands (:mod:`quotaform.app`) all come through
+:func:`evaluate_storage`.
 """
 
 from __future__ import annotations

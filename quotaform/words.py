@@ -1,9 +1,11 @@
-"""How verdicts read: the one place guard-rail violations, fallbacks and
-blocked deletes become sentences, and where the command-line flag that allows
-each kind of violation is spelled.
+"""How verdicts read: the one place guard-rail violations, fallbacks,
+blocked deletes and the drift summary become sentences, and where the
+command-line flag that allows each kind of violation is spelled.
 
-Every renderer (text, markdown, JSON messages) and every refusal error words
-them through these functions, so the same verdict always reads the same.
+Below both the renderers (``quotaform.render``: text, markdown) and the
+formats (``quotaform.formats``: JSON messages), which are siblings and never
+import each other; every refusal error is worded here too, so the same
+verdict always reads the same.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from collections.abc import Mapping, Sequence
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity
 from quotaform.kafka.resolution import Fallback, Level, MetricTags, Principal, Resolution
 from quotaform.kafka.units import format_quota_value
+from quotaform.plan.drift import DriftReport
 from quotaform.plan.guards import GuardKind, Violation
 
 __all__ = [
     "ALLOW_FLAGS",
     "allow_flag",
+    "drift_summary_line",
     "effective_text",
+    "entities_text",
     "fallback_text",
     "group_text",
     "level_text",
@@ -222,3 +227,23 @@ def group_text(resolution: Resolution) -> str:
     if resolution.unlimited:
         where += " (unlimited, but recorded)"
     return where
+
+
+def entities_text(n: int) -> str:
+    """``1 entity``, ``3 entities``."""
+    return f"{n} entit{'y' if n == 1 else 'ies'}"
+
+
+def drift_summary_line(report: DriftReport) -> str:
+    """``Drift: 1 changed, 2 missing, 0 unexpected (3 unmanaged entities outside
+    the scope left alone).`` or ``No drift: the cluster matches the manifests
+    (18 entities in scope).``"""
+    if report.in_sync:
+        in_scope = entities_text(report.in_scope)
+        return f"No drift: the cluster matches the manifests ({in_scope} in scope)."
+    unmanaged = report.unmanaged
+    return (
+        f"Drift: {len(report.changed)} changed, {len(report.missing)} missing, "
+        f"{len(report.unexpected)} unexpected ({unmanaged} unmanaged "
+        f"{'entity' if unmanaged == 1 else 'entities'} outside the scope left alone)."
+    )

@@ -1,36 +1,34 @@
-"""The two workflows the CLI runs: :func:`export_manifest` (live quotas into a
+"""``quotaform export`` and ``quotaform import``: live quotas into manifests.
+
+:func:`run_export` and :func:`run_import` take one request and return one
+result; the steps under them, :func:`export_manifest` (live quotas into a
 new manifest) and :func:`import_entities` (live entities into an existing
-manifest set). Both read the cluster through a client the caller opened
+manifest set), read the cluster through a client the caller opened
 (read-only is enough)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from ruamel.yaml.comments import CommentedMap
-
-from quotaform.cluster.connect import check_cluster
+from quotaform.app.common import ConnectionOptions, View, load_and_target, target
+from quotaform.cluster.connect import check_cluster, connect
 from quotaform.cluster.read import ClusterReader, read_live_state
-from quotaform.errors import ExportError, ManifestError
+from quotaform.errors import ExportError
 from quotaform.export.build import (
     Skipped,
     export_header,
+    export_scope,
     manifest_document,
+    parse_prefixes,
     split_exportable,
 )
-from quotaform.export.edit import (
-    ManifestFile,
-    add_entities,
-    dump_documents,
-    manifest_yaml,
-    target_document,
-    update_entities,
-)
-from quotaform.export.files import replace_file
-from quotaform.kafka.entity import Entity
+from quotaform.export.edit import dump_documents, manifest_yaml
+from quotaform.export.files import write_new_file
+from quotaform.export.manifest_set import edit_manifest_set
+from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.units import same_quotas
 from quotaform.manifest import load_manifests
 from quotaform.manifest.files import is_member
@@ -38,11 +36,15 @@ from quotaform.plan.state import DesiredState, Scope
 
 __all__ = [
     "IMPORT_COMMENT",
+    "ExportRequest",
     "ExportResult",
+    "ExportRun",
+    "ImportRequest",
     "ImportResult",
-    "edit_manifest_set",
     "export_manifest",
     "import_entities",
+    "run_export",
+    "run_import",
 ]
 
 #: The comment above each entry ``import`` adds; ``{date}`` is an ISO date.
@@ -199,81 +201,116 @@ def import_entities(
     )
 
 
-def edit_manifest_set(
-    paths: Sequence[str | Path],
-    desired: DesiredState,
-    *,
-    into: Path,
-    add: Mapping[Entity, Mapping[str, float]],
-    update: Mapping[Entity, Mapping[str, float]],
-    comment: str,
-    cluster: str | None = None,
-) -> tuple[tuple[Entity, ...], tuple[tuple[Entity, str], ...], tuple[str, ...]]:
-    """Append ``add`` to ``into`` (after ``comment``) and overwrite the values
-    of ``update`` (declared entities) in the files declaring them, keeping
-    comments, order and quoting; then load the set again and restore every
-    file if it would not load.
+@dataclass(frozen=True, slots=True)
+class ExportRequest:
+    """One ``quotaform export`` run.
 
-    Returns:
-        ``(added, (updated entity, file), reformatted files)``, sorted.
+    Attributes:
+        cluster_name: ``metadata.cluster`` of the manifest (default: the
+            ``--cluster`` name).
+        shapes: entity shapes to export (empty: all four), as in ``spec.scope``.
+        prefixes: ``TYPE=PREFIX`` filters (written into ``spec.scope``).
+        include_defaults: export and own default entities.
+        pin_cluster_id: write the live cluster id as ``metadata.clusterId``.
+        out: the file to write (``None``: the text is returned only).
+        force: overwrite ``out`` when it exists.
+        connection: where to connect (read-only).
+        view: warnings.
+    """
+
+    cluster_name: str | None = None
+    shapes: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    include_defaults: bool = True
+    pin_cluster_id: bool = False
+    out: Path | None = None
+    force: bool = False
+    connection: ConnectionOptions = field(default_factory=ConnectionOptions)
+    view: View = field(default_factory=View)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRun:
+    """The export and where it went (``written_to`` ``None``: not written,
+    the caller prints ``result.text``); ``scope`` in words."""
+
+    result: ExportResult
+    scope: str
+    written_to: Path | None
+
+
+def run_export(request: ExportRequest) -> ExportRun:
+    """Check the options (before connecting), describe the live quotas in
+    scope read-only, and write the manifest to ``out`` when given.
 
     Raises:
-        ExportError: ``into`` has no document to add to; the edited set would
-            not load (files restored).
+        ExportError: no cluster name, bad shapes or prefixes, ``out`` exists
+            without ``force``.
+        ClusterConfigError, ConnectionSettingsError, BrokerError: as the
+            connection and describes raise them.
     """
-    files: dict[Path, ManifestFile] = {}
-    edited: dict[Path, ManifestFile] = {}
-
-    def file(path: Path) -> ManifestFile:
-        key = path.resolve()
-        if key not in files:
-            files[key] = ManifestFile.read(path)
-        return files[key]
-
-    added: list[Entity] = []
-    if add:
-        target = target_document(file(into).documents)
-        if target is None:
-            raise ExportError(f"{into} has no document with spec.quotas or spec.scope to add to")
-        added = add_entities(target, add, comment=comment)
-        if added:
-            edited[into.resolve()] = file(into)
-    updated: list[tuple[Entity, str]] = []
-    by_file: dict[str, dict[Entity, Mapping[str, float]]] = {}
-    for entity, quotas in update.items():
-        by_file.setdefault(desired.entities[entity].source.path, {})[entity] = quotas
-    for path, entities in sorted(by_file.items()):
-        manifest = file(Path(path))
-        for document in manifest.documents:
-            if isinstance(document, CommentedMap):
-                done = update_entities(document, entities)
-                updated.extend((e, path) for e in done)
-                if done:
-                    edited[manifest.path.resolve()] = manifest
-    updated.sort(key=lambda pair: pair[0].sort_key())
-    changed = list(edited.values())
-    _write_checked(changed, paths, cluster)
-    return (
-        tuple(added),
-        tuple(updated),
-        tuple(str(f.path) for f in changed if not f.keeps_format),
-    )
-
-
-def _write_checked(
-    changed: Sequence[ManifestFile], paths: Sequence[str | Path], cluster: str | None
-) -> None:
-    """Write the edited files, then load the set; restore them all if it fails."""
-    if not changed:
-        return
-    originals = {f.path: f.path.read_bytes() for f in changed}
-    try:
-        for f in changed:
-            replace_file(f.path, f.text())
-        load_manifests(paths, cluster=cluster)
-    except (ManifestError, ExportError) as exc:
-        for path, content in originals.items():
-            replace_file(path, content.decode("utf-8"))
+    name = request.cluster_name or request.connection.cluster
+    if name is None:
         raise ExportError(
-            f"the edited manifests would not load, so nothing was changed:\n{exc}"
-        ) from None
+            "name the cluster the manifest is for: --cluster-name NAME (metadata.cluster), "
+            "or --cluster NAME to connect with its profile too"
+        )
+    scope = export_scope(
+        list(request.shapes or SHAPE_NAMES),
+        parse_prefixes(list(request.prefixes)),
+        include_defaults=request.include_defaults,
+    )
+    out = request.out
+    if out is not None and out.exists() and not request.force:
+        raise ExportError(f"{out} already exists: pass --force to overwrite it")
+    where = target(request.connection, request.view, implied=name)
+    settings = where.settings
+    with connect(settings, read_only=True, cluster_id=where.cluster_id) as client:
+        result = export_manifest(
+            client,
+            cluster=name,
+            scope=scope,
+            bootstrap=settings.bootstrap_servers,
+            pin_cluster_id=request.pin_cluster_id,
+        )
+    if out is not None:
+        write_new_file(out, result.text, force=request.force)
+    return ExportRun(result, str(scope), out)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRequest:
+    """One ``quotaform import`` run.
+
+    Attributes:
+        manifests: the manifest set (files or directories).
+        into: the file of the set new entries are appended to.
+        update: also overwrite declared values that differ from live.
+        connection: where to connect (read-only).
+        view: warnings.
+    """
+
+    manifests: tuple[Path, ...]
+    into: Path
+    update: bool = False
+    connection: ConnectionOptions = field(default_factory=ConnectionOptions)
+    view: View = field(default_factory=View)
+
+
+def run_import(request: ImportRequest) -> ImportResult:
+    """Load the set, connect read-only and :func:`import_entities`.
+
+    Raises:
+        as :func:`import_entities`, and ClusterConfigError /
+        ConnectionSettingsError before connecting.
+    """
+    desired, where = load_and_target(request.manifests, request.connection, request.view)
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        return import_entities(
+            request.manifests,
+            client,
+            into=request.into,
+            update=request.update,
+            cluster=request.connection.cluster,
+            desired=desired,
+        )

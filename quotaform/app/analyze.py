@@ -1,0 +1,364 @@
+"""``quotaform analyze utilisation|impact|recommend|collect`` and
+``quotaform snapshot``: quotas joined with observed usage.
+
+:func:`run_analyze` takes one :class:`AnalyzeCommandRequest`: it builds the
+quota configurations (manifests, ``quotaform snapshot`` files, the live
+cluster, or a saved plan's before and after), runs the pipeline
+(:func:`quotaform.analytics.jobs.run_analysis`, Python or Spark), writes the
+reports, and for ``recommend --write-into`` edits the manifests. It returns
+one :class:`AnalyzeRun`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from quotaform.analytics.configs import QuotaConfig, read_snapshot, snapshot_lines
+from quotaform.analytics.jobs import AnalyzeRequest, AnalyzeResult, Command, Engine, run_analysis
+from quotaform.analytics.model import DEFAULT_WINDOW_S
+from quotaform.analytics.usage import LabelMap, UsageFormat
+from quotaform.app.common import ConnectionOptions, View, target
+from quotaform.cluster.connect import connect
+from quotaform.cluster.read import describe_matching
+from quotaform.errors import AnalyticsError
+from quotaform.kafka.entity import Entity
+from quotaform.manifest import load_manifests
+from quotaform.plan.state import DesiredState
+
+__all__ = [
+    "QUANTILES",
+    "AnalyzeCommandRequest",
+    "AnalyzeRun",
+    "CollectRequest",
+    "QuotaSnapshotRequest",
+    "QuotaSnapshotRun",
+    "UsageOptions",
+    "run_analyze",
+    "run_collect",
+    "run_quota_snapshot",
+]
+
+#: The usage quantiles ``recommend`` sizes by.
+QUANTILES = ("p50", "p95", "p99", "max")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageOptions:
+    """How the usage is read, and which engine runs (shared by every analysis).
+
+    Attributes:
+        paths: usage files or directories.
+        engine, master: the engine and Spark's master URL (default local[*]).
+        usage_format: how the files are laid out.
+        cluster_label, broker_label: the Prometheus labels naming the cluster
+            and the broker.
+        default_cluster: the cluster of series without the cluster label
+            (and of JmxTool files).
+        broker: the broker of JmxTool files.
+        since, until: the time range; a naive time is UTC.
+    """
+
+    paths: tuple[Path, ...]
+    engine: Engine = Engine.auto
+    master: str | None = None
+    usage_format: UsageFormat = UsageFormat.auto
+    cluster_label: str = "cluster"
+    broker_label: str = "instance"
+    default_cluster: str | None = None
+    broker: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def _utc(when: datetime | None) -> datetime | None:
+    return None if when is None else (when if when.tzinfo else when.replace(tzinfo=UTC))
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyzeCommandRequest:
+    """One ``quotaform analyze utilisation|impact|recommend`` run.
+
+    Attributes:
+        command: what to compute.
+        usage: the usage and the engine.
+        out: the output directory (tables and reports).
+        manifests: the quota configuration (impact: the change).
+        snapshots: ``quotaform snapshot`` files (the configuration when no
+            manifests are given; impact: the configuration now).
+        plan_file: impact: a saved plan's before and after.
+        window_s: impact: the brokers' quota window W, seconds.
+        quantile, headroom: recommend: the quantile sized by (one of
+            :data:`QUANTILES`) and the factor over it.
+        write_into: recommend: edit the manifests, appending new entries to
+            this file of the set.
+        connection: where to read the live configuration when neither
+            manifests (utilisation, recommend) nor snapshots are given.
+        view: ``info`` receives the pipeline's progress messages.
+    """
+
+    command: Command
+    usage: UsageOptions
+    out: Path
+    manifests: tuple[Path, ...] = ()
+    snapshots: tuple[Path, ...] = ()
+    plan_file: Path | None = None
+    window_s: float = DEFAULT_WINDOW_S
+    quantile: str = "p99"
+    headroom: float = 1.2
+    write_into: Path | None = None
+    connection: ConnectionOptions = field(default_factory=ConnectionOptions)
+    view: View = field(default_factory=View)
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyzeRun:
+    """What one analysis produced.
+
+    Attributes:
+        request: the pipeline's request (the engine's inputs).
+        result: the pipeline's result (table, rows, rejections).
+        reports: the written reports by kind (``summary``, ``markdown``, ``html``).
+        added, updated: ``recommend --write-into``: entities added to the
+            file and updated in place (``None``: nothing was written).
+    """
+
+    request: AnalyzeRequest
+    result: AnalyzeResult
+    reports: dict[str, Path]
+    added: tuple[Entity, ...] | None = None
+    updated: tuple[tuple[Entity, str], ...] | None = None
+
+
+def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
+    """Check the options, build the configurations, run the pipeline, write
+    the reports (and the manifest edits of ``recommend --write-into``).
+
+    Raises:
+        AnalyticsError: contradictory or missing options, bad inputs (named),
+            no usage for any configured cluster, Spark cannot start.
+        ManifestError, PlanFileError, ExportError: as the inputs or the edit
+            raise them.
+    """
+    desired: DesiredState | None = None
+    after: list[QuotaConfig] = []
+    if request.command is Command.recommend:
+        if request.quantile not in QUANTILES:
+            raise AnalyticsError(f"--quantile {request.quantile!r}: one of {', '.join(QUANTILES)}")
+        if request.write_into is not None and not request.manifests:
+            raise AnalyticsError("--write-into edits the manifests: give them")
+    if request.command is Command.impact:
+        configs, after = _before_after(request)
+    elif request.manifests:
+        desired = load_manifests(request.manifests, cluster=request.connection.cluster)
+        configs = [_manifest_config(desired, request.manifests)]
+    else:
+        configs = _configs_now(request)
+    usage = request.usage
+    pipeline = AnalyzeRequest(
+        command=request.command,
+        configs=configs,
+        usage=list(usage.paths),
+        out=request.out,
+        after=after,
+        engine=usage.engine,
+        master=usage.master,
+        usage_format=usage.usage_format,
+        labels=LabelMap(usage.cluster_label, usage.broker_label, usage.default_cluster),
+        cluster=usage.default_cluster,
+        broker=usage.broker,
+        since=_utc(usage.since),
+        until=_utc(usage.until),
+        window_s=request.window_s,
+        quantile=request.quantile,
+        headroom=request.headroom,
+    )
+    from quotaform.analytics.report import write_reports  # matplotlib, when reporting
+
+    result = run_analysis(pipeline, progress=request.view.info)
+    reports = write_reports(pipeline, result)
+    run = AnalyzeRun(pipeline, result, reports)
+    if request.write_into is not None and desired is not None:
+        added, updated = _write_recommendations(request, desired, request.write_into)
+        run = AnalyzeRun(pipeline, result, reports, added, updated)
+    return run
+
+
+def _manifest_config(desired: DesiredState, manifests: Sequence[Path]) -> QuotaConfig:
+    return QuotaConfig(
+        desired.cluster, desired.quotas, f"manifests {', '.join(map(str, manifests))}"
+    )
+
+
+def _configs_now(request: AnalyzeCommandRequest) -> list[QuotaConfig]:
+    """The configuration now: snapshots, else the live cluster (read-only)."""
+    if request.snapshots:
+        return [c for path in request.snapshots for c in read_snapshot(path)]
+    where = target(request.connection, request.view)
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        live = describe_matching(client, None, cluster_id=client.cluster_id())
+    name = where.cluster or "default"
+    return [QuotaConfig(name, live.entities, f"live cluster {live.cluster_id}")]
+
+
+def _before_after(request: AnalyzeCommandRequest) -> tuple[list[QuotaConfig], list[QuotaConfig]]:
+    """impact's configurations: a saved plan's before and after, or the
+    configuration now and the manifests over it (their scope replaced)."""
+    plan_file = request.plan_file
+    if plan_file is not None:
+        if request.manifests:
+            raise AnalyticsError("give --plan FILE or manifests, not both")
+        from quotaform.formats.planfile import load_saved_plan  # only for --plan
+
+        plan = load_saved_plan(plan_file).plan
+        return (
+            [QuotaConfig(plan.cluster, plan.before_entries(), f"plan {plan_file} (before)")],
+            [QuotaConfig(plan.cluster, plan.after_entries(), f"plan {plan_file} (after)")],
+        )
+    if not request.manifests:
+        raise AnalyticsError("give the change: --plan PLANFILE, or manifests with --snapshot")
+    desired = load_manifests(request.manifests, cluster=request.connection.cluster)
+    now = _configs_now(request)
+    current = ([c for c in now if c.cluster == desired.cluster] or now[:1])[0]
+    kept = {e: q for e, q in current.entries.items() if not desired.scope.contains(e)}
+    return (
+        [QuotaConfig(desired.cluster, current.entries, current.source)],
+        [
+            QuotaConfig(
+                desired.cluster, {**kept, **desired.quotas}, f"manifests for {desired.cluster}"
+            )
+        ],
+    )
+
+
+def _write_recommendations(
+    request: AnalyzeCommandRequest, desired: DesiredState, into: Path
+) -> tuple[tuple[Entity, ...], tuple[tuple[Entity, str], ...]]:
+    """Edit the manifests with ``recommend.parquet``'s values for the
+    manifests' cluster: new entities appended to ``into``, declared ones
+    updated in their own files (comments kept)."""
+    import pyarrow.parquet as pq
+
+    from quotaform.export.manifest_set import edit_manifest_set
+    from quotaform.manifest.files import is_member
+
+    manifests = request.manifests
+    if not is_member(into, manifests):
+        raise AnalyticsError(f"{into} is not one of the manifest files given")
+    # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
+    rows = pq.read_table(request.out / "recommend.parquet").to_pylist()
+    wanted: dict[Entity, dict[str, float]] = {}
+    for row in rows:
+        if row["cluster"] != desired.cluster:
+            continue
+        entity = Entity.from_mapping(json.loads(row["entity"]))
+        wanted.setdefault(entity, {})[row["quota_key"]] = row["recommended"]
+    add = {e: q for e, q in wanted.items() if e not in desired.entities}
+    update = {
+        e: {**desired.entities[e].quotas, **q} for e, q in wanted.items() if e in desired.entities
+    }
+    added, updated, _ = edit_manifest_set(
+        manifests,
+        desired,
+        into=into,
+        add=add,
+        update=update,
+        comment=f"recommended by quotaform analyze {datetime.now(UTC).date().isoformat()}",
+        cluster=request.connection.cluster,
+    )
+    return added, updated
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSnapshotRequest:
+    """``quotaform snapshot``: the live quotas of every entity as JSON Lines.
+
+    Attributes:
+        out: the file to write, or ``-`` for none (the caller prints the text).
+        cluster_name: the cluster's name in the snapshot (default: the
+            ``--cluster`` name).
+        connection: where to connect (read-only).
+        view: warnings.
+    """
+
+    out: Path
+    cluster_name: str | None = None
+    connection: ConnectionOptions = field(default_factory=ConnectionOptions)
+    view: View = field(default_factory=View)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSnapshotRun:
+    """The snapshot: the cluster's name, its lines, and their text."""
+
+    cluster: str
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """JSON Lines, one entity per line."""
+        return "".join(line + "\n" for line in self.lines)
+
+
+def run_quota_snapshot(request: QuotaSnapshotRequest) -> QuotaSnapshotRun:
+    """Describe every live entity (read-only) and write the snapshot to
+    ``out`` (unless ``-``).
+
+    Raises:
+        AnalyticsError: no cluster name.
+        ClusterConfigError, ConnectionSettingsError, BrokerError: as the
+            connection and describe raise them.
+    """
+    name = request.cluster_name or request.connection.cluster
+    if name is None:
+        raise AnalyticsError("name the cluster: --cluster-name NAME (or --cluster NAME)")
+    where = target(request.connection, request.view, implied=name)
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        cluster_id = client.cluster_id()
+        live = describe_matching(client, None, cluster_id=cluster_id)
+    run = QuotaSnapshotRun(name, tuple(snapshot_lines(name, cluster_id, live.entities)))
+    if str(request.out) != "-":
+        request.out.write_text(run.text, encoding="utf-8")
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class CollectRequest:
+    """``quotaform analyze collect``: a (sandbox) broker's quota MBeans read
+    with Kafka's JmxTool into the usage table.
+
+    Attributes:
+        jmx_port: the broker's loopback JMX port.
+        out: the usage JSON Lines file appended to.
+        cluster, broker: the cluster and broker the samples belong to.
+        seconds: how long to collect; interval_s: seconds between reads.
+    """
+
+    jmx_port: int
+    out: Path
+    cluster: str
+    broker: str = "0"
+    seconds: float = 60.0
+    interval_s: float = 5.0
+
+
+def run_collect(request: CollectRequest) -> int:
+    """Collect, appending to ``out``; returns the number of samples written.
+
+    Raises:
+        AnalyticsError, SandboxError: JmxTool cannot run or read the port.
+    """
+    from quotaform.analytics.collect import collect_jmx
+
+    with request.out.open("a", encoding="utf-8") as fh:
+        return collect_jmx(
+            request.jmx_port,
+            fh,
+            cluster=request.cluster,
+            broker=request.broker,
+            seconds=request.seconds,
+            interval_s=request.interval_s,
+        )

@@ -1,0 +1,85 @@
+"""``quotaform drift``: a read-only check of the cluster against the
+manifests; nothing is ever altered.
+
+:func:`run_drift` takes one :class:`DriftRequest` and returns the
+:class:`~quotaform.plan.drift.DriftReport`; :func:`detect_drift` is the step
+over a client the caller opened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from quotaform.app.common import ConnectionOptions, View, load_and_target
+from quotaform.app.volumes import VolumeSource, scale_for_storage
+from quotaform.cluster.connect import check_cluster, connect
+from quotaform.cluster.read import ClusterReader, read_live_state
+from quotaform.cluster.wire.connection import ConnectionSettings
+from quotaform.plan.drift import DriftReport, compute_drift
+from quotaform.plan.state import DesiredState
+
+__all__ = ["DriftRequest", "detect_drift", "run_drift"]
+
+
+@dataclass(frozen=True, slots=True)
+class DriftRequest:
+    """One ``quotaform drift`` run.
+
+    Attributes:
+        manifests: manifest files or directories.
+        connection: where to connect (read-only).
+        volumes: where the storage policy's volume usage comes from.
+        view: warnings.
+    """
+
+    manifests: tuple[Path, ...]
+    connection: ConnectionOptions = field(default_factory=ConnectionOptions)
+    volumes: VolumeSource = field(default_factory=VolumeSource)
+    view: View = field(default_factory=View)
+
+
+def run_drift(request: DriftRequest) -> DriftReport:
+    """Load the manifests (before any connection), connect read-only and
+    :func:`detect_drift`.
+
+    Raises:
+        ManifestError, ClusterConfigError, ConnectionSettingsError: before
+            connecting.
+        ClusterMismatchError, BrokerError, StorageError: while reading.
+    """
+    desired, where = load_and_target(request.manifests, request.connection, request.view)
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        return detect_drift(desired, client, volumes=request.volumes, settings=where.settings)
+
+
+def detect_drift(
+    desired: DesiredState,
+    client: ClusterReader,
+    *,
+    volumes: VolumeSource | None = None,
+    settings: ConnectionSettings | None = None,
+) -> DriftReport:
+    """Check the cluster id, read the live state and compare: ``quotaform drift``.
+    With a storage policy, live is compared with the declared values times
+    the current factor: a scaled quota is not drift, and a scale still to
+    apply is reported as such (``DriftReport.scale_pending``).
+
+    ``client`` should be opened read-only: nothing here alters. Load the
+    manifests first, so bad manifests fail before any connection is made.
+
+    Raises:
+        ClusterMismatchError: the manifests' ``metadata.clusterId`` names
+            another cluster.
+        BrokerError: a describe failed.
+    """
+    cluster_id = check_cluster(desired, client)
+    live = read_live_state(client, desired.scope, cluster_id=cluster_id)
+    scaled, scaling = scale_for_storage(
+        desired,
+        live,
+        volumes or VolumeSource(),
+        client=client,  # type: ignore[arg-type]
+        settings=settings,
+    )
+    return compute_drift(scaled, live, storage=scaling)

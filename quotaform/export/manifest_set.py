@@ -1,0 +1,100 @@
+"""Edit a manifest set in place: append entities to one file and update
+declared values in the files declaring them, keeping comments, order and
+quoting; then load the set again and put every file back if it no longer
+loads. Used by ``import`` and ``analyze recommend --write-into``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ruamel.yaml.comments import CommentedMap
+
+from quotaform.errors import ExportError, ManifestError
+from quotaform.export.edit import ManifestFile, add_entities, target_document, update_entities
+from quotaform.export.files import replace_file
+from quotaform.kafka.entity import Entity
+from quotaform.manifest import load_manifests
+from quotaform.plan.state import DesiredState
+
+__all__ = ["edit_manifest_set"]
+
+
+def edit_manifest_set(
+    paths: Sequence[str | Path],
+    desired: DesiredState,
+    *,
+    into: Path,
+    add: Mapping[Entity, Mapping[str, float]],
+    update: Mapping[Entity, Mapping[str, float]],
+    comment: str,
+    cluster: str | None = None,
+) -> tuple[tuple[Entity, ...], tuple[tuple[Entity, str], ...], tuple[str, ...]]:
+    """Append ``add`` to ``into`` (after ``comment``) and overwrite the values
+    of ``update`` (declared entities) in the files declaring them, keeping
+    comments, order and quoting; then load the set again and restore every
+    file if it would not load.
+
+    Returns:
+        ``(added, (updated entity, file), reformatted files)``, sorted.
+
+    Raises:
+        ExportError: ``into`` has no document to add to; the edited set would
+            not load (files restored).
+    """
+    files: dict[Path, ManifestFile] = {}
+    edited: dict[Path, ManifestFile] = {}
+
+    def file(path: Path) -> ManifestFile:
+        key = path.resolve()
+        if key not in files:
+            files[key] = ManifestFile.read(path)
+        return files[key]
+
+    added: list[Entity] = []
+    if add:
+        target = target_document(file(into).documents)
+        if target is None:
+            raise ExportError(f"{into} has no document with spec.quotas or spec.scope to add to")
+        added = add_entities(target, add, comment=comment)
+        if added:
+            edited[into.resolve()] = file(into)
+    updated: list[tuple[Entity, str]] = []
+    by_file: dict[str, dict[Entity, Mapping[str, float]]] = {}
+    for entity, quotas in update.items():
+        by_file.setdefault(desired.entities[entity].source.path, {})[entity] = quotas
+    for path, entities in sorted(by_file.items()):
+        manifest = file(Path(path))
+        for document in manifest.documents:
+            if isinstance(document, CommentedMap):
+                done = update_entities(document, entities)
+                updated.extend((e, path) for e in done)
+                if done:
+                    edited[manifest.path.resolve()] = manifest
+    updated.sort(key=lambda pair: pair[0].sort_key())
+    changed = list(edited.values())
+    _write_checked(changed, paths, cluster)
+    return (
+        tuple(added),
+        tuple(updated),
+        tuple(str(f.path) for f in changed if not f.keeps_format),
+    )
+
+
+def _write_checked(
+    changed: Sequence[ManifestFile], paths: Sequence[str | Path], cluster: str | None
+) -> None:
+    """Write the edited files, then load the set; restore them all if it fails."""
+    if not changed:
+        return
+    originals = {f.path: f.path.read_bytes() for f in changed}
+    try:
+        for f in changed:
+            replace_file(f.path, f.text())
+        load_manifests(paths, cluster=cluster)
+    except (ManifestError, ExportError) as exc:
+        for path, content in originals.items():
+            replace_file(path, content.decode("utf-8"))
+        raise ExportError(
+            f"the edited manifests would not load, so nothing was changed:\n{exc}"
+        ) from None
