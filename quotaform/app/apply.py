@@ -38,7 +38,8 @@ from quotaform.plan.model import Plan
 from quotaform.plan.outcome import ApplyResult, ApplyStatus
 from quotaform.plan.review import PlanReview, mismatched, review_plan
 from quotaform.plan.state import ChangeBudget, DesiredState, Scope
-from quotaform.plan.storage import SCALED_KEY, StorageScaling, rescale, scale_desired
+from quotaform.plan.storage import rescale, scale_desired
+from quotaform.plan.storage_types import SCALED_KEY, StorageScaling
 from quotaform.words import violation_line
 
 __all__ = [

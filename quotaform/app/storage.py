@@ -30,13 +30,8 @@ from quotaform.manifest import load_manifests
 from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.outcome import ApplyStatus
 from quotaform.plan.state import DesiredState
-from quotaform.plan.storage import (
-    StorageEvaluation,
-    StoragePolicy,
-    StorageScaling,
-    only_scales,
-    scale_desired,
-)
+from quotaform.plan.storage import only_scales, scale_desired
+from quotaform.plan.storage_types import StorageEvaluation, StoragePolicy, StorageScaling
 
 __all__ = [
     "SnapshotRequest",

@@ -23,13 +23,12 @@ from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import StorageError
 from quotaform.plan.state import DesiredState, LiveState
-from quotaform.plan.storage import (
+from quotaform.plan.storage import evaluate, scale_desired
+from quotaform.plan.storage_types import (
     BrokerSnapshot,
     StorageEvaluation,
     StoragePolicy,
     StorageScaling,
-    evaluate,
-    scale_desired,
 )
 
 __all__ = [

@@ -13,11 +13,12 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from quotaform.analytics.jobs import Command, Engine
+from quotaform.analytics.model import DEFAULT_WINDOW_S
 from quotaform.analytics.usage import UsageFormat
 from quotaform.app.analyze import (
     AnalyzeCommandRequest,
@@ -28,13 +29,11 @@ from quotaform.app.analyze import (
     run_collect,
     run_quota_snapshot,
 )
+from quotaform.app.common import ConnectionOptions
 from quotaform.cli.options import (
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
-    Timeout,
-    connection,
+    CONNECTION,
+    expands,
+    with_connection,
 )
 from quotaform.cli.output import make_console, say
 from quotaform.cli.view import make_view
@@ -127,16 +126,16 @@ Until = Annotated[
 
 
 def _usage(
-    usage: list[Path],
-    engine: Engine,
-    master: str | None,
-    usage_format: UsageFormat,
-    cluster_label: str,
-    broker_label: str,
-    default_cluster: str | None,
-    broker: str | None,
-    since: datetime | None,
-    until: datetime | None,
+    usage: Usage = ...,  # type: ignore[assignment]
+    engine: EngineOption = Engine.auto,
+    master: Master = None,
+    usage_format: FormatOption = UsageFormat.auto,
+    cluster_label: ClusterLabel = "cluster",
+    broker_label: BrokerLabel = "instance",
+    default_cluster: DefaultCluster = None,
+    broker: JmxBroker = None,
+    since: Since = None,
+    until: Until = None,
 ) -> UsageOptions:
     return UsageOptions(
         tuple(usage),
@@ -152,8 +151,34 @@ def _usage(
     )
 
 
-def _run(request: AnalyzeCommandRequest) -> None:
-    """Run one analysis and say what it wrote (rejected rows as a warning)."""
+#: What every analysis takes as one :class:`UsageOptions`: the usage paths
+#: and how to read them, and the engine.
+USAGE = UsageOptions(())
+with_usage = expands("usage", _usage)
+
+
+def _run(
+    command: Command,
+    usage: UsageOptions,
+    out: Path,
+    manifests: list[Path] | None,
+    snapshots: list[Path] | None,
+    connection: ConnectionOptions,
+    **options: Any,
+) -> None:
+    """Run one analysis (``options``: the command's own fields of
+    :class:`AnalyzeCommandRequest`) and say what it wrote (rejected rows as
+    a warning)."""
+    request = AnalyzeCommandRequest(
+        command,
+        usage=usage,
+        out=out,
+        manifests=tuple(manifests or ()),
+        snapshots=tuple(snapshots or ()),
+        connection=connection,
+        view=make_view(info_style="dim"),
+        **options,
+    )
     run = run_analyze(request)
     result, paths = run.result, run.reports
     err = make_console(stderr=True)
@@ -165,13 +190,13 @@ def _run(request: AnalyzeCommandRequest) -> None:
             style="yellow",
             prefix="Warning: ",
         )
-    out = make_console()
-    say(out, f"{request.command.value}: {result.rows:,} rows -> {result.table}")
-    say(out, f"reports: {paths['markdown']}, {paths['html']}, {paths['summary']}")
+    console = make_console()
+    say(console, f"{request.command.value}: {result.rows:,} rows -> {result.table}")
+    say(console, f"reports: {paths['markdown']}, {paths['html']}, {paths['summary']}")
     if run.added is not None and run.updated is not None:
         added = len(run.added)
         say(
-            out,
+            console,
             f"Wrote the recommendations: {added} entit{'y' if added == 1 else 'ies'} "
             f"added to {request.write_into}, {len(run.updated)} updated. Review them with "
             "quotaform plan.",
@@ -179,25 +204,14 @@ def _run(request: AnalyzeCommandRequest) -> None:
 
 
 @analyze_app.command("utilisation")
+@with_connection
+@with_usage
 def utilisation(
     manifests: Manifests = None,
-    usage: Usage = ...,  # type: ignore[assignment]
+    usage: UsageOptions = USAGE,
     out: Out = ...,  # type: ignore[assignment]
     snapshot: Snapshot = None,
-    engine: EngineOption = Engine.auto,
-    master: Master = None,
-    usage_format: FormatOption = UsageFormat.auto,
-    cluster_label: ClusterLabel = "cluster",
-    broker_label: BrokerLabel = "instance",
-    default_cluster: DefaultCluster = None,
-    broker: JmxBroker = None,
-    since: Since = None,
-    until: Until = None,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Which quota governs each observed group, and how close it runs.
 
@@ -206,33 +220,21 @@ def utilisation(
     max, utilisation_p99, throttled_share, censored.
     """
     _run(
-        AnalyzeCommandRequest(
-            Command.utilisation,
-            usage=_usage(
-                usage,
-                engine,
-                master,
-                usage_format,
-                cluster_label,
-                broker_label,
-                default_cluster,
-                broker,
-                since,
-                until,
-            ),
-            out=out,
-            manifests=tuple(manifests or ()),
-            snapshots=tuple(snapshot or ()),
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
-            view=make_view(info_style="dim"),
-        )
+        Command.utilisation,
+        usage,
+        out,
+        manifests,
+        snapshot,
+        connection,
     )
 
 
 @analyze_app.command("impact")
+@with_connection
+@with_usage
 def impact(
     manifests: Manifests = None,
-    usage: Usage = ...,  # type: ignore[assignment]
+    usage: UsageOptions = USAGE,
     out: Out = ...,  # type: ignore[assignment]
     plan_file: Annotated[
         Path | None,
@@ -251,21 +253,8 @@ def impact(
             metavar="SECONDS",
             help="The brokers' quota window W (quota.window.num x quota.window.size.seconds).",
         ),
-    ] = 11.0,
-    engine: EngineOption = Engine.auto,
-    master: Master = None,
-    usage_format: FormatOption = UsageFormat.auto,
-    cluster_label: ClusterLabel = "cluster",
-    broker_label: BrokerLabel = "instance",
-    default_cluster: DefaultCluster = None,
-    broker: JmxBroker = None,
-    since: Since = None,
-    until: Until = None,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    ] = DEFAULT_WINDOW_S,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """What a change does to the observed groups: --plan FILE, or manifests
     (the change) against --snapshot / the live cluster (now).
@@ -275,35 +264,23 @@ def impact(
     groups newly throttled first.
     """
     _run(
-        AnalyzeCommandRequest(
-            Command.impact,
-            usage=_usage(
-                usage,
-                engine,
-                master,
-                usage_format,
-                cluster_label,
-                broker_label,
-                default_cluster,
-                broker,
-                since,
-                until,
-            ),
-            out=out,
-            manifests=tuple(manifests or ()),
-            snapshots=tuple(snapshot or ()),
-            plan_file=plan_file,
-            window_s=window,
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
-            view=make_view(info_style="dim"),
-        )
+        Command.impact,
+        usage,
+        out,
+        manifests,
+        snapshot,
+        connection,
+        plan_file=plan_file,
+        window_s=window,
     )
 
 
 @analyze_app.command("recommend")
+@with_connection
+@with_usage
 def recommend(
     manifests: Manifests = None,
-    usage: Usage = ...,  # type: ignore[assignment]
+    usage: UsageOptions = USAGE,
     out: Out = ...,  # type: ignore[assignment]
     snapshot: Snapshot = None,
     quantile: Annotated[
@@ -322,48 +299,21 @@ def recommend(
             show_default=False,
         ),
     ] = None,
-    engine: EngineOption = Engine.auto,
-    master: Master = None,
-    usage_format: FormatOption = UsageFormat.auto,
-    cluster_label: ClusterLabel = "cluster",
-    broker_label: BrokerLabel = "instance",
-    default_cluster: DefaultCluster = None,
-    broker: JmxBroker = None,
-    since: Since = None,
-    until: Until = None,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Quotas sized from observed usage: the quantile x headroom, rounded up
     to readable units; never below the current quota for a throttled
     (censored) group, and said so."""
     _run(
-        AnalyzeCommandRequest(
-            Command.recommend,
-            usage=_usage(
-                usage,
-                engine,
-                master,
-                usage_format,
-                cluster_label,
-                broker_label,
-                default_cluster,
-                broker,
-                since,
-                until,
-            ),
-            out=out,
-            manifests=tuple(manifests or ()),
-            snapshots=tuple(snapshot or ()),
-            quantile=quantile,
-            headroom=headroom,
-            write_into=write_into,
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
-            view=make_view(info_style="dim"),
-        )
+        Command.recommend,
+        usage,
+        out,
+        manifests,
+        snapshot,
+        connection,
+        quantile=quantile,
+        headroom=headroom,
+        write_into=write_into,
     )
 
 
@@ -394,6 +344,7 @@ def collect(
     say(make_console(stderr=True), f"collected {count:,} samples into {out}")
 
 
+@with_connection
 def snapshot(
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="The snapshot (JSON Lines).")],
     cluster_name: Annotated[
@@ -404,11 +355,7 @@ def snapshot(
             show_default=False,
         ),
     ] = None,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Write the live quotas of every entity as JSON Lines
     (schemas/snapshot.schema.json), for `quotaform analyze --snapshot`."""
@@ -416,7 +363,7 @@ def snapshot(
         QuotaSnapshotRequest(
             out,
             cluster_name=cluster_name,
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            connection=connection,
             view=make_view(),
         )
     )

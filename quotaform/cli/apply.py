@@ -20,25 +20,16 @@ import typer
 from rich.console import Console
 
 from quotaform.app.apply import ApplyRequest, run_apply
+from quotaform.app.common import ConnectionOptions
+from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
-    AllowDefaultRemovalOption,
-    AllowDeletes,
-    AllowMassDeleteOption,
-    AllowRelaxOption,
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
-    FromTopicOption,
-    MaxDeleteFractionOption,
-    MaxDeletesOption,
-    MaxRelaxFactorOption,
+    BUDGET,
+    CONNECTION,
+    VOLUMES,
     Output,
-    SnapshotsOption,
-    Timeout,
-    budget_flags,
-    connection,
-    volume_source,
+    with_budget,
+    with_connection,
+    with_volumes,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console
 from quotaform.cli.plan import print_plan
@@ -54,6 +45,7 @@ from quotaform.errors import (
 )
 from quotaform.formats.apply import ApplyDocument, apply_document, render_apply_json
 from quotaform.plan.outcome import ApplyResult, ApplyStatus
+from quotaform.plan.state import ChangeBudget
 from quotaform.render.apply import render_apply_text
 
 __all__ = ["apply", "register"]
@@ -134,21 +126,14 @@ def _print_result(
         )
 
 
+@with_connection
+@with_budget
+@with_volumes
 def apply(
     manifests: ApplyTargets,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
     output: Output = OutputFormat.text,
-    allow_deletes: AllowDeletes = False,
-    max_deletes: MaxDeletesOption = None,
-    max_delete_fraction: MaxDeleteFractionOption = None,
-    max_relax_factor: MaxRelaxFactorOption = None,
-    allow_mass_delete: AllowMassDeleteOption = False,
-    allow_default_removal: AllowDefaultRemovalOption = False,
-    allow_relax: AllowRelaxOption = False,
+    budget: ChangeBudget = BUDGET,
     auto_approve: Annotated[
         bool,
         typer.Option(
@@ -177,8 +162,7 @@ def apply(
             "create the lock topic); concurrent applies are then not serialized.",
         ),
     ] = False,
-    snapshots: SnapshotsOption = None,
-    from_topic: FromTopicOption = None,
+    volumes: VolumeSource = VOLUMES,
 ) -> None:
     """Plan, ask for 'yes', then apply: validate_only pre-check, alter, read-back.
 
@@ -203,17 +187,9 @@ def apply(
     run = run_apply(
         ApplyRequest(
             tuple(manifests),
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
-            budget=budget_flags(
-                allow_deletes=allow_deletes,
-                max_deletes=max_deletes,
-                max_delete_fraction=max_delete_fraction,
-                max_relax_factor=max_relax_factor,
-                allow_mass_delete=allow_mass_delete,
-                allow_default_removal=allow_default_removal,
-                allow_relax=allow_relax,
-            ),
-            volumes=volume_source(snapshots, from_topic),
+            connection=connection,
+            budget=budget,
+            volumes=volumes,
             auto_approve=auto_approve,
             readback_timeout_s=readback_timeout,
             lock_timeout_s=lock_timeout,

@@ -17,15 +17,12 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.common import ConnectionOptions
 from quotaform.app.describe import DescribeRequest, run_describe
 from quotaform.cli.options import (
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
+    CONNECTION,
     Output,
-    Timeout,
-    connection,
+    with_connection,
 )
 from quotaform.cli.output import OutputFormat, emit, make_console, say
 from quotaform.cli.view import make_view
@@ -116,6 +113,7 @@ def selection(
     return [chosen[t] for t in order if t in chosen]
 
 
+@with_connection
 def describe(
     entity_type: Annotated[
         list[str] | None,
@@ -155,11 +153,7 @@ def describe(
     ip: Annotated[str | None, typer.Option("--ip", metavar="ADDRESS", help="This IP.")] = None,
     ip_defaults: Annotated[bool, typer.Option("--ip-defaults", help="The default IP.")] = False,
     output: Output = OutputFormat.text,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Show live quotas in kafka-configs terms (read-only client).
 
@@ -177,7 +171,7 @@ def describe(
     live = run_describe(
         DescribeRequest(
             None if components is None else tuple(components),
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            connection=connection,
             view=make_view(),
         )
     )

@@ -16,18 +16,15 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.common import ConnectionOptions
 from quotaform.app.drift import DriftRequest, run_drift
+from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
-    FromTopicOption,
+    CONNECTION,
+    VOLUMES,
     Manifests,
-    SnapshotsOption,
-    Timeout,
-    connection,
-    volume_source,
+    with_connection,
+    with_volumes,
 )
 from quotaform.cli.output import OutputFormat, emit
 from quotaform.cli.view import make_view
@@ -57,16 +54,13 @@ def _print_report(report: DriftReport, output: OutputFormat) -> None:
     )
 
 
+@with_connection
+@with_volumes
 def drift(
     manifests: Manifests,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
     output: Output = OutputFormat.text,
-    snapshots: SnapshotsOption = None,
-    from_topic: FromTopicOption = None,
+    volumes: VolumeSource = VOLUMES,
 ) -> None:
     """Report how the cluster differs from the manifests; never changes it.
 
@@ -79,8 +73,8 @@ def drift(
     report = run_drift(
         DriftRequest(
             tuple(manifests),
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
-            volumes=volume_source(snapshots, from_topic),
+            connection=connection,
+            volumes=volumes,
             view=make_view(),
         )
     )

@@ -14,15 +14,12 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.common import ConnectionOptions
 from quotaform.app.explain import ExplainRequest, run_explain
 from quotaform.cli.options import (
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
+    CONNECTION,
     Output,
-    Timeout,
-    connection,
+    with_connection,
 )
 from quotaform.cli.output import OutputFormat, emit
 from quotaform.cli.view import make_view
@@ -32,6 +29,7 @@ from quotaform.render.explain import render_explain_markdown, render_explain_tex
 __all__ = ["explain_command", "register"]
 
 
+@with_connection
 def explain_command(
     manifests: Annotated[
         list[Path] | None,
@@ -77,11 +75,7 @@ def explain_command(
         ),
     ] = False,
     output: Output = OutputFormat.text,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Which quota a client really gets per key, from which entry (level), and
     which quota group (metric tags) it shares on each broker.
@@ -98,7 +92,7 @@ def explain_command(
             manifests=tuple(manifests or ()),
             plan_file=plan_file,
             include_overrides=include_overrides,
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            connection=connection,
             view=make_view(),
         )
     )

@@ -15,14 +15,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from quotaform.app.common import ConnectionOptions
 from quotaform.app.export import ExportRequest, ImportRequest, run_export, run_import
 from quotaform.cli.options import (
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
-    Timeout,
-    connection,
+    CONNECTION,
+    with_connection,
 )
 from quotaform.cli.output import make_console, say
 from quotaform.cli.view import make_view
@@ -45,6 +42,7 @@ def _warn_skipped(skipped: tuple[Skipped, ...], err: Console) -> None:
         )
 
 
+@with_connection
 def export(
     cluster_name: Annotated[
         str | None,
@@ -92,11 +90,7 @@ def export(
         typer.Option("--out", help="Write to this file. Default: standard output.", dir_okay=False),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Write a manifest declaring the live quotas in scope (read-only client).
 
@@ -112,7 +106,7 @@ def export(
             pin_cluster_id=pin_cluster_id,
             out=out,
             force=force,
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            connection=connection,
             view=make_view(),
         )
     )
@@ -128,6 +122,7 @@ def export(
     )
 
 
+@with_connection
 def import_(
     manifests: Annotated[
         list[Path],
@@ -152,11 +147,7 @@ def import_(
             "in the files that declare them.",
         ),
     ] = False,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Add live entities in the manifests' scope that no manifest declares.
 
@@ -169,7 +160,7 @@ def import_(
             tuple(manifests),
             into=into,
             update=update,
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            connection=connection,
             view=make_view(),
         )
     )

@@ -10,8 +10,11 @@ change budget of ``plan`` / ``apply`` (``--allow-deletes``, ``--max-deletes``
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -23,6 +26,9 @@ from quotaform.cluster.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
 from quotaform.plan.state import ChangeBudget
 
 __all__ = [
+    "BUDGET",
+    "CONNECTION",
+    "VOLUMES",
     "AllClustersOption",
     "AllowDefaultRemovalOption",
     "AllowDeletes",
@@ -40,7 +46,11 @@ __all__ = [
     "Timeout",
     "budget_flags",
     "connection",
+    "expands",
     "volume_source",
+    "with_budget",
+    "with_connection",
+    "with_volumes",
 ]
 
 Manifests = Annotated[
@@ -199,7 +209,9 @@ FromTopicOption = Annotated[
 ]
 
 
-def volume_source(snapshots: list[Path] | None, from_topic: str | None) -> VolumeSource:
+def volume_source(
+    snapshots: SnapshotsOption = None, from_topic: FromTopicOption = None
+) -> VolumeSource:
     """The storage policy's volume usage source from ``--snapshots`` /
     ``--from-topic`` (neither: the cluster's DescribeLogDirs).
 
@@ -213,13 +225,13 @@ def volume_source(snapshots: list[Path] | None, from_topic: str | None) -> Volum
 
 def budget_flags(
     *,
-    allow_deletes: bool = False,
-    max_deletes: int | None = None,
-    max_delete_fraction: float | None = None,
-    max_relax_factor: float | None = None,
-    allow_mass_delete: bool = False,
-    allow_default_removal: bool = False,
-    allow_relax: bool = False,
+    allow_deletes: AllowDeletes = False,
+    max_deletes: MaxDeletesOption = None,
+    max_delete_fraction: MaxDeleteFractionOption = None,
+    max_relax_factor: MaxRelaxFactorOption = None,
+    allow_mass_delete: AllowMassDeleteOption = False,
+    allow_default_removal: AllowDefaultRemovalOption = False,
+    allow_relax: AllowRelaxOption = False,
 ) -> ChangeBudget:
     """The budget the flags of one run give: a flag not passed is ``None``
     (the manifests' value or the default applies)."""
@@ -235,11 +247,11 @@ def budget_flags(
 
 
 def connection(
-    cluster: str | None,
-    config: Path | None,
-    bootstrap_server: str | None,
-    command_config: Path | None,
-    timeout: float | None,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
+    cluster: ClusterOption = None,
+    config: ConfigOption = None,
+    timeout: Timeout = None,
 ) -> ConnectionOptions:
     """The connection options of one run as one value."""
     return ConnectionOptions(
@@ -249,3 +261,50 @@ def connection(
         command_config=command_config,
         timeout_s=timeout,
     )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The defaults a command declares for the values :func:`expands` builds
+#: (typer never sees them: the decorator puts the options in their place).
+CONNECTION = ConnectionOptions()
+BUDGET = ChangeBudget()
+VOLUMES = VolumeSource()
+
+
+def expands(name: str, build: Callable[..., Any]) -> Callable[[F], F]:
+    """A decorator for a command taking one value ``name`` that the command
+    line spells as several options: typer sees the parameters of ``build``
+    (each an ``Annotated`` typer option with its default) where ``name``
+    stood, and the command gets ``build(**their values)`` as ``name``. So a
+    group of options (the connection, the change budget, the volume source)
+    is declared once, by the function that reads it, and every command
+    receives one request value."""
+    options = [
+        p.replace(kind=p.POSITIONAL_OR_KEYWORD)
+        for p in inspect.signature(build, eval_str=True).parameters.values()
+    ]
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        parameters: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            parameters += options if parameter.name == name else [parameter]
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> Any:
+            kwargs[name] = build(**{option.name: kwargs.pop(option.name) for option in options})
+            return command(**kwargs)
+
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        return run  # type: ignore[return-value]
+
+    return decorate
+
+
+#: ``connection: ConnectionOptions`` becomes the options of :func:`connection`.
+with_connection = expands("connection", connection)
+#: ``budget: ChangeBudget`` becomes the flags of :func:`budget_flags`.
+with_budget = expands("budget", budget_flags)
+#: ``volumes: VolumeSource`` becomes ``--snapshots`` and ``--from-topic``.
+with_volumes = expands("volumes", volume_source)

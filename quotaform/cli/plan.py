@@ -13,34 +13,26 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from quotaform.app.common import ConnectionOptions
 from quotaform.app.plan import AllClustersRequest, PlanRequest, plan_all_clusters, run_plan
+from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
+    BUDGET,
+    CONNECTION,
+    VOLUMES,
     AllClustersOption,
-    AllowDefaultRemovalOption,
-    AllowDeletes,
-    AllowMassDeleteOption,
-    AllowRelaxOption,
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
-    FromTopicOption,
     Manifests,
-    MaxDeleteFractionOption,
-    MaxDeletesOption,
-    MaxRelaxFactorOption,
     Output,
-    SnapshotsOption,
-    Timeout,
-    budget_flags,
-    connection,
-    volume_source,
+    with_budget,
+    with_connection,
+    with_volumes,
 )
 from quotaform.cli.output import OutputFormat, emit
 from quotaform.cli.view import make_view
 from quotaform.errors import ClusterConfigError, plan_exit_code
 from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
+from quotaform.plan.state import ChangeBudget
 from quotaform.render.text import render_markdown, render_text
 
 __all__ = ["plan", "print_plan", "register"]
@@ -66,22 +58,15 @@ def print_plan(
     )
 
 
+@with_connection
+@with_budget
+@with_volumes
 def plan(
     manifests: Manifests,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
     all_clusters: AllClustersOption = False,
     output: Output = OutputFormat.text,
-    allow_deletes: AllowDeletes = False,
-    max_deletes: MaxDeletesOption = None,
-    max_delete_fraction: MaxDeleteFractionOption = None,
-    max_relax_factor: MaxRelaxFactorOption = None,
-    allow_mass_delete: AllowMassDeleteOption = False,
-    allow_default_removal: AllowDefaultRemovalOption = False,
-    allow_relax: AllowRelaxOption = False,
+    budget: ChangeBudget = BUDGET,
     detailed_exitcode: Annotated[
         bool,
         typer.Option(
@@ -100,8 +85,7 @@ def plan(
             show_default=False,
         ),
     ] = None,
-    snapshots: SnapshotsOption = None,
-    from_topic: FromTopicOption = None,
+    volumes: VolumeSource = VOLUMES,
 ) -> None:
     """Show what apply would change. Reads the cluster with a read-only client.
 
@@ -112,16 +96,7 @@ def plan(
     profile, in one report; exit 1 if any cluster failed, else with
     --detailed-exitcode 2 if any has changes, else 0.
     """
-    flags = budget_flags(
-        allow_deletes=allow_deletes,
-        max_deletes=max_deletes,
-        max_delete_fraction=max_delete_fraction,
-        max_relax_factor=max_relax_factor,
-        allow_mass_delete=allow_mass_delete,
-        allow_default_removal=allow_default_removal,
-        allow_relax=allow_relax,
-    )
-    options = connection(cluster, config, bootstrap_server, command_config, timeout)
+    flags, options = budget, connection
     if all_clusters:
         clash = options.flags_given() + (["--out"] if out is not None else [])
         if clash:
@@ -132,7 +107,9 @@ def plan(
         from quotaform.render.multicluster import render_multi_markdown, render_multi_text
 
         report = plan_all_clusters(
-            AllClustersRequest(tuple(manifests), config=config, budget=flags, timeout_s=timeout)
+            AllClustersRequest(
+                tuple(manifests), config=options.config, budget=flags, timeout_s=options.timeout_s
+            )
         )
         emit(
             report,
@@ -154,7 +131,7 @@ def plan(
             tuple(manifests),
             connection=options,
             budget=flags,
-            volumes=volume_source(snapshots, from_topic),
+            volumes=volumes,
             out=out,
             show=lambda plan, review: print_plan(plan, review, output),
             view=make_view(),

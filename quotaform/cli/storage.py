@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.common import ConnectionOptions
 from quotaform.app.storage import (
     SnapshotRequest,
     StatusRequest,
@@ -21,18 +22,14 @@ from quotaform.app.storage import (
     run_status,
     run_watch,
 )
+from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
-    FromTopicOption,
+    CONNECTION,
+    VOLUMES,
     Manifests,
     Output,
-    SnapshotsOption,
-    Timeout,
-    connection,
-    volume_source,
+    with_connection,
+    with_volumes,
 )
 from quotaform.cli.output import OutputFormat, make_console, say
 from quotaform.cli.view import make_view
@@ -51,16 +48,13 @@ storage_app = typer.Typer(
 
 
 @storage_app.command("status")
+@with_connection
+@with_volumes
 def status(
     manifests: Manifests,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
     output: Output = OutputFormat.text,
-    snapshots: SnapshotsOption = None,
-    from_topic: FromTopicOption = None,
+    volumes: VolumeSource = VOLUMES,
 ) -> None:
     """Per broker and volume: capacity, consumed, free, the limit that binds,
     state, factor, snapshot age; the cluster's state and factor, and what each
@@ -72,8 +66,8 @@ def status(
     run = run_status(
         StatusRequest(
             tuple(manifests),
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
-            volumes=volume_source(snapshots, from_topic),
+            connection=connection,
+            volumes=volumes,
             view=make_view(),
         )
     )
@@ -87,13 +81,10 @@ def status(
 
 
 @storage_app.command("snapshot")
+@with_connection
 def snapshot(
     manifests: Manifests,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
     out: Annotated[
         Path | None,
         typer.Option("--out", metavar="FILE", help="Append the records to this file (JSON Lines)."),
@@ -122,7 +113,7 @@ def snapshot(
     run = run_snapshot(
         SnapshotRequest(
             tuple(manifests),
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            connection=connection,
             publish=publish,
             create_topic=create_topic,
             view=make_view(),
@@ -139,15 +130,12 @@ def snapshot(
 
 
 @storage_app.command("watch")
+@with_connection
+@with_volumes
 def watch(
     manifests: Manifests,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
-    snapshots: SnapshotsOption = None,
-    from_topic: FromTopicOption = None,
+    connection: ConnectionOptions = CONNECTION,
+    volumes: VolumeSource = VOLUMES,
     interval: Annotated[
         str,
         typer.Option("--interval", help="Seconds between evaluations (30s, 1m, 30)."),
@@ -181,8 +169,8 @@ def watch(
     run_watch(
         WatchRequest(
             tuple(manifests),
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
-            volumes=volume_source(snapshots, from_topic),
+            connection=connection,
+            volumes=volumes,
             interval_s=every,
             iterations=iterations,
             publish=publish,

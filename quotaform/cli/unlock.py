@@ -10,14 +10,11 @@ from typing import Annotated
 
 import typer
 
+from quotaform.app.common import ConnectionOptions
 from quotaform.app.unlock import UnlockRequest, run_unlock
 from quotaform.cli.options import (
-    BootstrapServer,
-    ClusterOption,
-    CommandConfig,
-    ConfigOption,
-    Timeout,
-    connection,
+    CONNECTION,
+    with_connection,
 )
 from quotaform.cli.output import make_console, say
 from quotaform.cli.view import make_view
@@ -25,6 +22,7 @@ from quotaform.cli.view import make_view
 __all__ = ["register", "unlock"]
 
 
+@with_connection
 def unlock(
     lock_id: Annotated[
         str | None,
@@ -41,11 +39,7 @@ def unlock(
             "--force", help="Release a lock whose holder record cannot be read (no id to check)."
         ),
     ] = False,
-    bootstrap_server: BootstrapServer = None,
-    command_config: CommandConfig = None,
-    cluster: ClusterOption = None,
-    config: ConfigOption = None,
-    timeout: Timeout = None,
+    connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Release the apply lock a killed apply left behind (like `terraform force-unlock`).
 
@@ -56,7 +50,7 @@ def unlock(
         UnlockRequest(
             lock_id=lock_id,
             force=force,
-            connection=connection(cluster, config, bootstrap_server, command_config, timeout),
+            connection=connection,
             view=make_view(),
         )
     )

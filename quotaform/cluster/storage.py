@@ -21,7 +21,7 @@ import kafka.errors as kerrors
 from quotaform.cluster.wire.client import QuotaAdminClient, metadata_honouring_client
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import StorageError
-from quotaform.plan.storage import BrokerSnapshot, Volume
+from quotaform.plan.storage_types import BrokerSnapshot, Volume
 
 __all__ = ["live_brokers", "publish_records", "read_topic", "read_volumes"]
 

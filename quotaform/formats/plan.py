@@ -38,7 +38,7 @@ from quotaform.plan.model import (
 )
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget, Probe, SourceLocation
-from quotaform.plan.storage import ScaledKey, StorageScaling, StorageState
+from quotaform.plan.storage_types import ScaledKey, StorageScaling, StorageState
 from quotaform.words import (
     allow_flag,
     fallback_text,

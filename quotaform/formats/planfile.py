@@ -42,7 +42,7 @@ from quotaform.manifest.files import special_kind
 from quotaform.plan.differences import differences, path_text
 from quotaform.plan.model import PLAN_FORMAT_VERSION, EntityChange, Plan
 from quotaform.plan.review import PlanReview
-from quotaform.plan.storage import SCALED_KEY
+from quotaform.plan.storage_types import SCALED_KEY
 
 __all__ = [
     "ENV_PLAN_KEY",

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from quotaform.errors import ManifestProblem, StorageError
 from quotaform.kafka.units import format_quota_value
-from quotaform.plan.storage import (
+from quotaform.plan.storage_types import (
     BrokerSnapshot,
     Limit,
     LimitType,

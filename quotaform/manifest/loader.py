@@ -36,7 +36,7 @@ from quotaform.plan.state import (
     ScopeRule,
     SourceLocation,
 )
-from quotaform.plan.storage import SCALED_KEY, StoragePolicy
+from quotaform.plan.storage_types import SCALED_KEY, StoragePolicy
 
 _log = logging.getLogger(__name__)
 

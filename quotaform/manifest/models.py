@@ -34,7 +34,7 @@ from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal
 from quotaform.kafka.units import parse_quota_value, render_raw, value_pattern
 from quotaform.plan.state import ChangeBudget, SourceLocation
-from quotaform.plan.storage import Limit, LimitType, OnUnknown, StoragePolicy
+from quotaform.plan.storage_types import Limit, LimitType, OnUnknown, StoragePolicy
 
 __all__ = [
     "ALL_CLUSTERS",

@@ -20,7 +20,8 @@ from quotaform.plan.diff import compute_plan
 from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import DesiredState, LiveState, Probe
-from quotaform.plan.storage import StorageScaling, only_scales
+from quotaform.plan.storage import only_scales
+from quotaform.plan.storage_types import StorageScaling
 
 __all__ = ["DRIFT_FORMAT_VERSION", "DriftKind", "DriftReport", "compute_drift", "drift_of"]
 

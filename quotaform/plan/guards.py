@@ -18,7 +18,7 @@ from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Fallback
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import ChangeBudget, DesiredState
-from quotaform.plan.storage import SCALED_KEY
+from quotaform.plan.storage_types import SCALED_KEY
 
 __all__ = ["GuardKind", "Violation", "check_guards"]
 

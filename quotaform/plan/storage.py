@@ -1,8 +1,7 @@
 """Storage-aware producer quotas: the rules of the volume-usage policy of the Strimzi
 proposal (``../shared/seeds/003``), run from outside the broker.
 
-Pure functions over the values of :mod:`quotaform.plan.storage_types`
-(re-exported here):
+Pure functions over the values of :mod:`quotaform.plan.storage_types`:
 
 * :func:`volume_verdict`: one volume against a soft and a hard limit: state
   ``OPEN`` (factor 1) while the soft limit complies, ``THROTTLE`` between the
@@ -34,14 +33,10 @@ from quotaform.kafka.units import same_value
 from quotaform.plan.model import EntityChange
 from quotaform.plan.state import DesiredEntity, DesiredState, LiveState
 from quotaform.plan.storage_types import (
-    DEFAULT_PAUSE_RATE,
-    DEFAULT_STALE_AFTER_S,
-    DEFAULT_STEP,
     SCALED_KEY,
     BrokerSnapshot,
     BrokerVerdict,
     Limit,
-    LimitType,
     OnUnknown,
     ScaledKey,
     StorageEvaluation,
@@ -53,22 +48,6 @@ from quotaform.plan.storage_types import (
 )
 
 __all__ = [
-    "DEFAULT_PAUSE_RATE",
-    "DEFAULT_STALE_AFTER_S",
-    "DEFAULT_STEP",
-    "SCALED_KEY",
-    "BrokerSnapshot",
-    "BrokerVerdict",
-    "Limit",
-    "LimitType",
-    "OnUnknown",
-    "ScaledKey",
-    "StorageEvaluation",
-    "StoragePolicy",
-    "StorageScaling",
-    "StorageState",
-    "Volume",
-    "VolumeVerdict",
     "evaluate",
     "only_scales",
     "rescale",

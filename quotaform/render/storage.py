@@ -4,7 +4,7 @@ and ``storage status`` (text and markdown)."""
 from __future__ import annotations
 
 from quotaform.kafka.units import format_quota_value
-from quotaform.plan.storage import (
+from quotaform.plan.storage_types import (
     SCALED_KEY,
     StorageEvaluation,
     StoragePolicy,

@@ -21,7 +21,8 @@ from quotaform.plan.diff import compute_plan
 from quotaform.plan.drift import compute_drift
 from quotaform.plan.review import review_plan
 from quotaform.plan.state import LiveState
-from quotaform.plan.storage import (
+from quotaform.plan.storage import evaluate, scale_desired, scaled_value, volume_verdict
+from quotaform.plan.storage_types import (
     BrokerSnapshot,
     Limit,
     LimitType,
@@ -29,10 +30,6 @@ from quotaform.plan.storage import (
     StoragePolicy,
     StorageState,
     Volume,
-    evaluate,
-    scale_desired,
-    scaled_value,
-    volume_verdict,
 )
 
 from .builders import assert_plan_data_is_its_model
