@@ -14,6 +14,7 @@ that, after bootstrap, clients connect through the proxy.
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import struct
 import threading
@@ -79,10 +80,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._socks: set[socket.socket] = set()
         self._listener: socket.socket | None = None
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = probe.getsockname()[1]
-        probe.close()
+        self.port = _port_outside_ephemeral_range()
 
     # -- the network, up and down -----------------------------------------------
 
@@ -181,3 +179,26 @@ class FaultProxy:
                 client.sendall(frame)
         except OSError:
             pass
+
+
+def _port_outside_ephemeral_range() -> int:
+    """A free loopback port below the kernel's ephemeral range: the proxy
+    goes down and comes up again on the same port, and a port from the
+    ephemeral range may meanwhile be taken as the source port of any
+    outgoing connection on the machine (``EADDRINUSE`` on the way back up)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            low = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randint(max(1025, low // 2), low - 1)
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            probe.close()
+        return port
+    raise RuntimeError(f"no free loopback port below {low}")
