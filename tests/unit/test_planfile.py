@@ -119,14 +119,16 @@ def test_the_plan_file_has_a_schema_of_its_own(tmp_path: Path) -> None:
 # other than what it shows.
 
 
-def _forge(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+def _forge(
+    path: Path, edit: Callable[[dict[str, Any]], None], *, indent: int | None = None
+) -> None:
     """Edit the plan inside ``path`` and recompute its checksum."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     edit(doc["plan"])
     body = {k: v for k, v in doc.items() if k != "checksum"}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     doc["checksum"] = hashlib.sha256(canonical.encode()).hexdigest()
-    path.write_text(json.dumps(doc), encoding="utf-8")
+    path.write_text(json.dumps(doc, indent=indent), encoding="utf-8")
 
 
 def _forged(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
@@ -273,6 +275,32 @@ def test_schema_errors_name_every_field(tmp_path: Path) -> None:
     assert "plan.plan.changes[1].after.consumer_byte_rate" not in message
     assert "plan.changes[1].after.consumer_byte_rate: Input should be a valid number" in message
     assert "plan.changes[4].action: Input should be" in message
+
+
+def test_schema_errors_are_each_named_with_their_line(tmp_path: Path) -> None:
+    def break_three(plan: dict[str, Any]) -> None:
+        plan["changes"][1]["after"]["consumer_byte_rate"] = "lots"
+        plan["changes"][4]["action"] = "explode"
+        del plan["changes"][5]["entity"]
+
+    path, _ = _saved(tmp_path)
+    _forge(path, break_three, indent=2)  # laid out as plan --out writes it
+    lines = path.read_text(encoding="utf-8").splitlines()
+    changes = [n for n, line in enumerate(lines, 1) if line == "      {"]  # each change's "{"
+    lots = next(n for n, line in enumerate(lines, 1) if '"lots"' in line)
+    explode = next(n for n, line in enumerate(lines, 1) if '"explode"' in line)
+    with pytest.raises(PlanFileError) as caught:
+        read_plan_file(path)
+    assert str(caught.value) == (
+        f"{path}: not a valid quotaform plan file: "
+        f"{path}:{lots}: plan.changes[1].after.consumer_byte_rate: Input should be a valid "
+        'number (got "lots"); '
+        f"{path}:{explode}: plan.changes[4].action: Input should be 'create', 'update', "
+        "'delete' or 'no-op' (got \"explode\"); "
+        # A missing field: the line of the change that lacks it.
+        f"{path}:{changes[5]}: plan.changes[5].entity: Field required. "
+        "Refusing it; plan again."
+    )
 
 
 def test_a_deeply_nested_file_is_refused_without_a_traceback(tmp_path: Path) -> None:
