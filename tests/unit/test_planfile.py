@@ -23,12 +23,12 @@ from quotaform.formats.planfile import (
 from quotaform.plan.differences import differences
 from quotaform.render.text import render_markdown, render_text
 
-from .test_render import _plan
+from .builders import example_plan
 
 
 @pytest.mark.parametrize("allow_deletes", [True, False])
 def test_round_trip_gives_the_same_plan_and_review(tmp_path: Path, allow_deletes: bool) -> None:
-    plan, review = _plan(allow_deletes=allow_deletes)
+    plan, review = example_plan(allow_deletes=allow_deletes)
     path = tmp_path / "plan.json"
     write_plan_file(plan, review, path)
     assert is_plan_file(path)
@@ -58,7 +58,7 @@ def test_manifests_and_directories_are_not_plan_files(tmp_path: Path) -> None:
 
 def _saved(tmp_path: Path) -> tuple[Path, dict]:  # type: ignore[type-arg]
     path = tmp_path / "plan.json"
-    write_plan_file(*_plan(), path)
+    write_plan_file(*example_plan(), path)
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -342,7 +342,7 @@ def test_an_empty_signing_key_is_an_error_never_unsigned(tmp_path: Path) -> None
     for empty in ("", "   "):
         env = {ENV_PLAN_KEY: empty}
         with pytest.raises(PlanKeyError, match="QUOTAFORM_PLAN_KEY is set but empty"):
-            write_plan_file(*_plan(), tmp_path / "p.json", env=env)
+            write_plan_file(*example_plan(), tmp_path / "p.json", env=env)
         assert not (tmp_path / "p.json").exists()
         path, _ = _saved(tmp_path)
         with pytest.raises(PlanKeyError, match="set but empty"):
