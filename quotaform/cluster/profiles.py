@@ -55,6 +55,7 @@ from quotaform.cluster.wire.connection import (
 )
 from quotaform.errors import ClusterConfigError, ConnectionSettingsError
 from quotaform.manifest.files import PROFILES_FILE
+from quotaform.manifest.pydantic_errors import Wording, validation_problems
 from quotaform.manifest.yamlsource import Loc, compose_documents, describe_yaml_error, locate
 
 __all__ = [
@@ -259,30 +260,15 @@ def _inline_secrets(root: Mapping[Any, Any]) -> list[tuple[int | str, ...]]:
     ]
 
 
-def _pydantic_message(error: Mapping[str, Any]) -> str:
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        allowed = [f.alias or n for n, f in _ProfileModel.model_fields.items()]
-        close = difflib.get_close_matches(str(error["loc"][-1]), allowed, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        where = "allowed: " + ", ".join(allowed) if len(error["loc"]) > 2 else "allowed: clusters"
-        return f"unknown field: {hint}{where}"
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "value_error":
-        return str(error["ctx"]["error"])
-    if kind == "literal_error":
-        return f"expected {error['ctx']['expected']}"
-    if kind in ("too_short", "string_too_short"):
-        return "must not be empty"
-    expected = {
-        "string_type": "a string",
-        "dict_type": "a mapping",
-        "model_type": "a mapping",
-    }.get(kind)
-    if expected is not None:
-        return f"expected {expected}"
-    return str(error["msg"])
+def _allowed_fields(loc: Loc) -> list[str]:
+    """The keys allowed at the top of the file, or in a profile."""
+    if len(loc) >= 2:
+        return [f.alias or n for n, f in _ProfileModel.model_fields.items()]
+    return ["clusters"]
+
+
+#: Never a value in a message: a key written by mistake may hold a secret.
+_WORDING = Wording(show_input=False, fields=_allowed_fields)
 
 
 def load_cluster_profiles(path: Path) -> ClusterProfiles:
@@ -328,11 +314,14 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
     try:
         model = _FileModel.model_validate(root)
     except ValidationError as exc:
-        for error in exc.errors():
-            loc = tuple(error["loc"])
-            if any(loc[: len(s)] == s for s in secrets):
-                continue
-            problems.append(_problem(path, node, loc, _pydantic_message(error)))
+        for found in validation_problems(
+            exc,
+            str(path),
+            locate=lambda loc: locate(node, loc),
+            wording=_WORDING,
+            skip=lambda loc: any(loc[: len(s)] == s for s in secrets),  # reported above
+        ):
+            problems.append(_Problem(found.line or 0, str(found)))
         model = None
     if model is not None:
         for name in model.clusters:

@@ -33,12 +33,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from quotaform.errors import PlanFileError, PlanKeyError
+from quotaform.formats.jsonsource import json_lines
 from quotaform.formats.plan import ChangeDoc, PlanDocument, plan_data, plan_from_document
 from quotaform.kafka.entity import Entity, escape_unprintable
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.names import entity_problem, quota_problem
 from quotaform.kafka.units import MAX_VALUE_TEXT, same_value
 from quotaform.manifest.files import special_kind
+from quotaform.manifest.pydantic_errors import validation_problems
 from quotaform.plan.differences import differences, path_text
 from quotaform.plan.model import PLAN_FORMAT_VERSION, EntityChange, Plan
 from quotaform.plan.review import PlanReview
@@ -216,9 +218,9 @@ def _line_of(text: str, token: str) -> int | None:
     return None if at < 0 else text.count("\n", 0, at) + 1
 
 
-def _read_json(path: str | Path, shown: str) -> Any:
-    """The JSON document in ``path``, read within bounds: a regular file
-    only (a FIFO or device is refused without blocking), at most
+def _read_json(path: str | Path, shown: str) -> tuple[Any, str]:
+    """The JSON document in ``path`` and its text, read within bounds: a
+    regular file only (a FIFO or device is refused without blocking), at most
     :data:`MAX_PLAN_FILE_BYTES`, numbers of at most
     :data:`~quotaform.kafka.units.MAX_VALUE_TEXT` characters, no ``NaN`` /
     ``Infinity``, nesting within the interpreter's recursion limit."""
@@ -242,12 +244,13 @@ def _read_json(path: str | Path, shown: str) -> Any:
         )
     try:
         text = data.decode("utf-8")
-        return json.loads(
+        document = json.loads(
             text,
             parse_int=_number(int),
             parse_float=_number(float),
             parse_constant=_constant,
         )
+        return document, text
     except UnicodeDecodeError as exc:
         raise PlanFileError(f"{shown} is not a quotaform plan file (not UTF-8: {exc})") from None
     except json.JSONDecodeError as exc:
@@ -262,8 +265,12 @@ def _read_json(path: str | Path, shown: str) -> Any:
         raise PlanFileError(f"{where}: {exc}: not a quotaform plan file") from None
 
 
-def _schema_problems(exc: ValidationError) -> list[str]:
-    return [f"{path_text(error['loc'])}: {error['msg']}" for error in exc.errors(include_url=False)]
+def _schema_problems(exc: ValidationError, shown: str, text: str) -> list[str]:
+    """Every schema error of the file ``shown`` (whose JSON is ``text``), as
+    ``file:line: field: message``."""
+    lines = json_lines(text, [error["loc"] for error in exc.errors(include_url=False)])
+    problems = validation_problems(exc, shown, locate=lambda loc: (lines(loc), path_text(loc)))
+    return [str(problem) for problem in problems]
 
 
 def _content_problems(doc: PlanDocument) -> list[str]:
@@ -395,7 +402,7 @@ def load_saved_plan(path: str | Path, *, env: Mapping[str, str] | None = None) -
     """
     shown = escape_unprintable(str(path))
     key = signing_key(env)
-    document = _read_json(path, shown)
+    document, text = _read_json(path, shown)
     if not isinstance(document, dict) or "plan" not in document or "checksum" not in document:
         raise PlanFileError(f"{shown} is not a quotaform plan file (no plan and checksum)")
     body = {k: v for k, v in document.items() if k != "checksum"}
@@ -434,7 +441,9 @@ def load_saved_plan(path: str | Path, *, env: Mapping[str, str] | None = None) -
     try:
         doc = PlanFileDocument.model_validate(document)
     except ValidationError as exc:
-        raise _refuse(shown, "not a valid quotaform plan file", _schema_problems(exc)) from None
+        problems = _schema_problems(exc, shown, text)
+        raise _refuse(shown, "not a valid quotaform plan file", problems) from None
+    del text  # kept for the lines of schema errors only
     problems = _content_problems(doc.plan)
     if problems:
         raise _refuse(shown, "holds what Kafka would reject", problems)

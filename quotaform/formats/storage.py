@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from quotaform.errors import ManifestProblem, StorageError
+from quotaform.errors import StorageError
 from quotaform.kafka.units import format_quota_value
+from quotaform.manifest.pydantic_errors import Locator, validation_problems
 from quotaform.plan.storage_types import (
     BrokerSnapshot,
     Limit,
@@ -154,22 +155,24 @@ def snapshot_record(snapshot: BrokerSnapshot, policy: StoragePolicy) -> dict[str
     return record
 
 
-def _problem(where: str, line: int | None, exc: ValidationError) -> ManifestProblem:
-    error = exc.errors()[0]
-    field = ".".join(str(p) for p in error["loc"]) or "(record)"
-    return ManifestProblem(where, line, field, error["msg"])
-
-
 def parse_snapshot_record(data: object, where: str, line: int | None = None) -> BrokerSnapshot:
     """One record (already decoded JSON) as a snapshot.
 
     Raises:
-        StorageError: naming ``where:line: field: message``.
+        StorageError: every problem of the record, one per line,
+            ``where:line: field: message`` (``line``: the record's).
     """
     try:
         return VolumeSnapshotRecord.model_validate(data).to_snapshot()
     except ValidationError as exc:
-        raise StorageError(str(_problem(where, line, exc))) from None
+        problems = validation_problems(exc, where, locate=_at_line(line))
+        raise StorageError("\n".join(str(p) for p in problems)) from None
+
+
+def _at_line(line: int | None) -> Locator:
+    """Every field of a record at the record's line, its path dotted
+    (``volumes.0.capacity``)."""
+    return lambda loc: (line, ".".join(str(p) for p in loc) or "(record)")
 
 
 def read_snapshot_text(text: str, where: str) -> Iterator[BrokerSnapshot]:

@@ -10,7 +10,6 @@ that validate on their own (:func:`_salvage`), so the set-level checks of
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from quotaform.manifest.models import (
     ScopeEntry,
     StoragePolicySpec,
 )
+from quotaform.manifest.pydantic_errors import Wording, suggest, validation_problems
 from quotaform.manifest.yamlsource import Lines, Loc, describe_yaml_error, read_documents
 from quotaform.plan.state import SourceLocation
 
@@ -90,53 +90,29 @@ def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _field_names(model: type[BaseModel]) -> list[str]:
+def _field_names(loc: Loc) -> list[str] | None:
+    """The field names (as written) of the model at ``loc``, if one is."""
+    model = _model_at(loc)
+    if model is None:
+        return None
     return [info.alias or name for name, info in model.model_fields.items()]
 
 
-def _suggest(word: object, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(word), choices, n=1)
-    return f"did you mean {close[0]}? " if close else ""
+def _unknown_quota_key(loc: Loc, error: Mapping[str, Any]) -> str | None:
+    """An unknown key in ``values`` is named in Kafka's words."""
+    if error["type"] != "extra_forbidden" or _model_at(loc[:-1]) is not QuotaValues:
+        return None
+    name = str(loc[-1])
+    known = _field_names(loc[:-1]) or []
+    return (
+        f"unknown quota key {escape_unprintable(repr(name))}: {suggest(name, known)}Kafka "
+        f'rejects it ("Invalid configuration key {escape_unprintable(name)}"); '
+        f"known keys: {', '.join(known)}"
+    )
 
 
-def _message(error: Mapping[str, Any]) -> str:
-    """A reader's message for one pydantic error."""
-    kind = error["type"]
-    loc: Loc = tuple(error["loc"])
-    given = error.get("input")
-    ctx = error.get("ctx") or {}
-    if kind == "value_error" and "error" in ctx:
-        return str(ctx["error"])
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "extra_forbidden":
-        name = loc[-1]
-        shown = escape_unprintable(repr(str(name)))
-        model = _model_at(loc[:-1])
-        allowed = _field_names(model) if model is not None else []
-        if model is QuotaValues:
-            return (
-                f"unknown quota key {shown}: {_suggest(name, allowed)}Kafka rejects it "
-                f'("Invalid configuration key {escape_unprintable(str(name))}"); '
-                f"known keys: {', '.join(allowed)}"
-            )
-        hint = _suggest(name, allowed)
-        return f"unknown field {shown}: {hint}allowed: {', '.join(allowed)}"
-    if kind == "literal_error":
-        return f"expected {ctx.get('expected')}, got {render_raw(given)}"
-    if kind in ("too_short", "string_too_short"):
-        return "must not be empty"
-    expected = {
-        "string_type": "a string",
-        "bool_type": "true or false",
-        "list_type": "a list",
-        "dict_type": "a mapping",
-        "model_type": "a mapping",
-        "model_attributes_type": "a mapping",
-    }.get(kind)
-    if expected is not None:
-        return f"expected {expected}, got {render_raw(given)}"
-    return f"{error['msg']} (got {render_raw(given)})"
+#: Manifests are written by people: quotaform's words, hints from the models.
+_WORDING = Wording(fields=_field_names, special=_unknown_quota_key)
 
 
 # ----------------------------------------------------------------- documents
@@ -311,9 +287,10 @@ def _validate_quotas(
         try:
             entry = validate(raw)
         except ValidationError as exc:
-            for error in exc.errors():
-                loc = ("spec", "quotas", index, *error["loc"])
-                problems.append(doc.problem(_message({**error, "loc": loc}), *loc))
+            at = ("spec", "quotas", index)
+            problems += validation_problems(
+                exc, doc.path, locate=doc.lines.locate, at=at, wording=_WORDING
+            )
             continue
         declared.append((index, DeclaredEntry.of(entry, raw)))
     return declared
@@ -341,8 +318,7 @@ def _parse_document(
     try:
         model = ManifestDocument.model_validate(plain)
     except ValidationError as exc:
-        for error in exc.errors():
-            problems.append(doc.problem(_message(error), *error["loc"]))
+        problems += validation_problems(exc, doc.path, locate=doc.lines.locate, wording=_WORDING)
         _salvage(doc, plain)
         model = None
     if entries is not None:

@@ -8,6 +8,14 @@ Hostile input stays bounded: aliases (``*name``) are refused, since manifests
 never need them and a few nested ones expand into billions of nodes; integers
 too long to be a quota value are kept as their text, for the value parser to
 refuse with its field path (Python refuses to convert more than 4,300 digits).
+
+The fast path (libyaml's events straight to plain data, :func:`read_documents`)
+and libyaml's composer (:func:`compose_documents`) use ruamel.yaml internals,
+so they run only on the ruamel.yaml releases they are tested with
+(:data:`TESTED_RUAMEL`, pinned alike in pyproject.toml) that still have those
+internals (:func:`fast_path_supported`); on any other, ruamel's own pure-Python
+reader reads everything: the same documents, values, lines and messages
+(a ``%YAML 1.1`` directive aside: :func:`compose_documents`), only slower.
 """
 
 from __future__ import annotations
@@ -17,8 +25,9 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from sys import intern
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import ruamel.yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import ReusedAnchorWarning
 from ruamel.yaml.constructor import SafeConstructor
@@ -38,18 +47,21 @@ from ruamel.yaml.events import (
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import VersionedResolver
-from ruamel.yaml.tag import Tag
-from ruamel.yaml.util import LazyEval
 
 from quotaform.kafka.entity import escape_unprintable
 
+if TYPE_CHECKING:
+    from ruamel.yaml.tag import Tag
+
 __all__ = [
     "MAX_NUMBER_DIGITS",
+    "TESTED_RUAMEL",
     "AliasRefused",
     "Lines",
     "Loc",
     "compose_documents",
     "describe_yaml_error",
+    "fast_path_supported",
     "gc_paused",
     "locate",
     "read_documents",
@@ -57,6 +69,47 @@ __all__ = [
 
 #: Longer integers are not converted (no quota value has more digits).
 MAX_NUMBER_DIGITS = 400
+
+#: ``(lowest, first not)`` ruamel.yaml version the fast path is tested with;
+#: pyproject.toml pins the same range.
+TESTED_RUAMEL = ((0, 19, 1), (0, 20))
+
+
+def fast_path_supported() -> bool:
+    """Whether the installed ruamel.yaml is one the fast path is tested with
+    (:data:`TESTED_RUAMEL`) and has the internals it uses: libyaml's parser
+    (ruamel.yaml.clib) with its event calls, the resolver's per-version
+    table of implicit tags and its lazy patterns, tags built from a suffix,
+    the safe constructor's table, and :meth:`YAML.get_constructor_parser`."""
+    version = tuple(getattr(ruamel.yaml, "version_info", ())[:3])
+    low, high = TESTED_RUAMEL
+    if not low <= version < high:
+        return False
+    try:
+        from ruamel.yaml.main import CParser
+        from ruamel.yaml.tag import Tag
+        from ruamel.yaml.util import LazyEval
+
+        tag = Tag(suffix="tag:yaml.org,2002:str")
+        lazy = LazyEval(str, "tag:yaml.org,2002:str").lazy_self()
+    except (ImportError, TypeError, AttributeError):
+        return False
+    return (
+        CParser is not None
+        and all(callable(getattr(CParser, name, None)) for name in ("get_event", "dispose"))
+        and callable(getattr(YAML, "get_constructor_parser", None))
+        and isinstance(getattr(VersionedResolver, "versioned_resolver", None), property)
+        and all(
+            hasattr(VersionedResolver, f"DEFAULT_{kind}_TAG")
+            for kind in ("SCALAR", "SEQUENCE", "MAPPING")
+        )
+        and isinstance(getattr(SafeConstructor, "yaml_constructors", None), dict)
+        and tag.suffix == lazy == "tag:yaml.org,2002:str"
+    )
+
+
+#: Decided once per process (:func:`fast_path_supported`).
+_FAST_PATH = fast_path_supported()
 
 
 class AliasRefused(YAMLError):
@@ -106,6 +159,9 @@ class _CResolver(VersionedResolver):
     def _table(self) -> dict[str | None, tuple[tuple[Tag, Any], ...]]:
         """First character -> ``(tag, regexp match)`` in ruamel's order (the
         resolvers of any first character appended); ``None``: any other."""
+        from ruamel.yaml.tag import Tag
+        from ruamel.yaml.util import LazyEval
+
         rules = self.versioned_resolver
         anywhere = [(t, r) for t, r in rules.get(None, ())]
 
@@ -125,11 +181,6 @@ _TAGS: dict[str, Tag] = {}
 #: :meth:`_CResolver._table`, filled on first use (YAML 1.2: the C composer
 #: always resolves as 1.2).
 _C_TABLE: dict[str | None, tuple[tuple[Tag, Any], ...]] = {}
-_STR, _SEQ, _MAP = (
-    VersionedResolver.DEFAULT_SCALAR_TAG,
-    VersionedResolver.DEFAULT_SEQUENCE_TAG,
-    VersionedResolver.DEFAULT_MAPPING_TAG,
-)
 
 
 def _refuse_aliases(text: str) -> None:
@@ -161,7 +212,9 @@ def compose_documents(text: str) -> Iterator[tuple[Any, Node]]:
     faster (benchmarks/README.md); it is a YAML 1.1 parser, though, and refuses
     some valid YAML 1.2 (``{ip: 2001:db8::10}``), so on any error the text is
     read again with ruamel's own YAML 1.2 parser, whose verdict (and message)
-    stands.
+    stands. On a ruamel.yaml the libyaml path is not tested with
+    (:func:`fast_path_supported`), ruamel's parser reads every text; it
+    follows a ``%YAML 1.1`` directive, which the libyaml path reads as 1.2.
 
     Raises:
         YAMLError: from ruamel's parser (see :func:`describe_yaml_error`),
@@ -169,8 +222,8 @@ def compose_documents(text: str) -> Iterator[tuple[Any, Node]]:
             before any document when the text uses an alias.
     """
     _refuse_aliases(text)
-    documents, error = _compose(text, pure=False)
-    if error is not None:
+    documents, error = _compose(text, pure=not _FAST_PATH)
+    if error is not None and _FAST_PATH:
         documents, error = _compose(text, pure=True)
     yield from documents
     if error is not None:
@@ -372,14 +425,18 @@ def read_documents(text: str) -> Iterator[tuple[Any, Lines]]:
     sends the whole text to :func:`compose_documents`, whose verdict and
     messages stand.
 
+    The fast path is taken only where :func:`fast_path_supported`.
+
     Raises:
         YAMLError: as :func:`compose_documents`.
     """
-    try:
-        with gc_paused():
-            fast = _read_fast(text)
-    except (_Slow, YAMLError):
-        fast = None
+    fast = None
+    if _FAST_PATH:
+        try:
+            with gc_paused():
+                fast = _read_fast(text)
+        except (_Slow, YAMLError):
+            fast = None
     if fast is not None:
         yield from fast
         return

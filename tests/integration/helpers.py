@@ -1,12 +1,96 @@
-"""Helpers for broker tests: describe lags the controller, so poll."""
+"""Helpers for broker tests: describe lags the controller, so poll; and the
+one way integration tests write manifests (:func:`write_manifest`)."""
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+#: A default entity part: ``{"user": DEFAULT}`` is the default user.
+DEFAULT = {"default": True}
+
+
+def quota(entity: Mapping[str, Any], **values: Any) -> dict[str, Any]:
+    """One ``spec.quotas`` entry: ``quota({"user": "a"}, producer_byte_rate="1MiB")``."""
+    return {"entity": dict(entity), "values": values}
+
+
+def manifest_text(
+    cluster: str,
+    quotas: Iterable[Mapping[str, Any]] = (),
+    *,
+    scope: Iterable[Mapping[str, Any]],
+    cluster_id: str | None = None,
+    allow_deletes: bool | None = None,
+    storage_policy: Mapping[str, Any] | None = None,
+    probes: Iterable[Mapping[str, Any]] = (),
+) -> str:
+    """A ClientQuotas manifest for ``cluster``, laid out as people write
+    them: one line per key down to a scope rule's keys and a quota entry's
+    ``entity`` and ``values`` (so a field's line is predictable), values in
+    flow style."""
+    lines = ["apiVersion: quotaform.io/v1", "kind: ClientQuotas", "metadata:"]
+    lines.append(f"  cluster: {_flow(cluster)}")
+    if cluster_id is not None:
+        lines.append(f"  clusterId: {_flow(cluster_id)}")
+    lines += ["spec:", "  scope:", *_items(scope)]
+    if allow_deletes is not None:
+        lines.append(f"  allowDeletes: {_flow(allow_deletes)}")
+    if storage_policy is not None:
+        lines.append("  storagePolicy:")
+        lines += [f"    {key}: {_flow(value)}" for key, value in storage_policy.items()]
+    entries = _items(quotas)
+    lines += ["  quotas:", *entries] if entries else ["  quotas: []"]
+    written = [f"    - {_flow(probe)}" for probe in probes]
+    if written:
+        lines += ["  probes:", *written]
+    return "\n".join(lines) + "\n"
+
+
+def write_manifest(
+    path: Path, cluster: str, quotas: Iterable[Mapping[str, Any]] = (), **fields: Any
+) -> Path:
+    """Write :func:`manifest_text` to ``path`` (its folder made as needed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(manifest_text(cluster, quotas, **fields), encoding="utf-8")
+    return path
+
+
+def _items(entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Block sequence items of mappings, one key per line."""
+    lines = []
+    for entry in entries:
+        for n, (key, value) in enumerate(entry.items()):
+            lines.append(f"    {'- ' if n == 0 else '  '}{key}: {_flow(value)}")
+    return lines
+
+
+def _flow(value: Any) -> str:
+    """``value`` as flow YAML: strings plain where YAML reads them back as
+    the same string, else double-quoted."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_flow(k)}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, str):
+        return value if _plain(value) else json.dumps(value, ensure_ascii=False)
+    return json.dumps(value)  # numbers, true, false, null
+
+
+@functools.cache
+def _plain(text: str) -> bool:
+    from ruamel.yaml import YAML
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+%/-]*", text):
+        return False
+    return YAML(typ="safe", pure=True).load(f"k: {text}\n") == {"k": text}
 
 
 def eventually(read: Callable[[], T], check: Callable[[T], bool], *, timeout_s: float = 15.0) -> T:

@@ -34,6 +34,8 @@ from quotaform.cli.app import app
 from quotaform.sandbox import SandboxBroker
 from quotaform.sandbox.load import consume, produce
 
+from .helpers import DEFAULT, quota, write_manifest
+
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 KiB = 1024
@@ -41,21 +43,23 @@ runner = CliRunner()
 LOAD_S = 22.0
 SETTLED_S = 12.0  # past the ~10-12 s rate window and the first burst
 
-MANIFEST = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata: {cluster: jmx}
-spec:
-  scope: [{shape: user}, {shape: client-id}, {shape: user+client-id}]
-  allowDeletes: true
-  quotas:
-    - entity: {user: ANONYMOUS, client-id: an-sat}     # level 1: saturated producer
-      values: {producer_byte_rate: 256KiB}
-    - entity: {user: {default: true}}                  # level 6: everyone else's produce
-      values: {producer_byte_rate: LIGHT}
-    - entity: {client-id: an-cons}                     # level 7: saturated consumer
-      values: {consumer_byte_rate: 384KiB}
-"""
+
+def manifest(folder: Path, light: str) -> None:
+    """Quotas at three levels, ``light`` being everyone else's produce quota."""
+    write_manifest(
+        folder / "m.yaml",
+        "jmx",
+        [
+            # level 1: saturated producer
+            quota({"user": "ANONYMOUS", "client-id": "an-sat"}, producer_byte_rate="256KiB"),
+            # level 6: everyone else's produce
+            quota({"user": DEFAULT}, producer_byte_rate=light),
+            # level 7: saturated consumer
+            quota({"client-id": "an-cons"}, consumer_byte_rate="384KiB"),
+        ],
+        scope=[{"shape": "user"}, {"shape": "client-id"}, {"shape": "user+client-id"}],
+        allow_deletes=True,
+    )
 
 
 def cli(*args: str) -> Any:
@@ -95,8 +99,7 @@ def test_utilisation_and_impact_on_real_broker_metrics(
 ) -> None:
     bootstrap = jmx_broker.bootstrap
     manifests = tmp_path / "m"
-    manifests.mkdir()
-    (manifests / "m.yaml").write_text(MANIFEST.replace("LIGHT", "4MiB"), encoding="utf-8")
+    manifest(manifests, light="4MiB")
     cli(
         "apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve",
         "--allow-deletes", "--allow-relax", "--allow-default-removal",
@@ -163,7 +166,7 @@ def test_utilisation_and_impact_on_real_broker_metrics(
     assert light["utilisation_p99"] < 0.2 and not light["censored"], light
 
     # The change: everyone else's produce quota below what an-light uses.
-    (manifests / "m.yaml").write_text(MANIFEST.replace("LIGHT", "48KiB"), encoding="utf-8")
+    manifest(manifests, light="48KiB")
     plan_file = tmp_path / "plan.json"
     cli(
         "plan",

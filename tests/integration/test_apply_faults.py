@@ -49,6 +49,7 @@ from tests.faultproxy import (
     FaultProxy,
     Request,
 )
+from tests.integration.helpers import quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
@@ -239,12 +240,11 @@ def test_the_cli_prints_the_per_entity_json_result_when_an_answer_is_lost(
     proxied, proxy: FaultProxy, uniq: str, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     broker, _ = proxied
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        "apiVersion: quotaform.io/v1\nkind: ClientQuotas\nmetadata: {cluster: faults}\n"
-        f"spec:\n  scope: [{{shape: user, prefixes: {{user: [{uniq}]}}}}]\n  quotas:\n"
-        f"    - entity: {{user: {uniq}x}}\n      values: {{producer_byte_rate: 1MiB}}\n",
-        encoding="utf-8",
+    manifest = write_manifest(
+        tmp_path / "m.yaml",
+        "faults",
+        [quota({"user": f"{uniq}x"}, producer_byte_rate="1MiB")],
+        scope=[{"shape": "user", "prefixes": {"user": [uniq]}}],
     )
     proxy.on_response = lambda r: (
         CUT if r.api_key == ALTER_CLIENT_QUOTAS and r.validate_only is False else FORWARD
@@ -290,12 +290,11 @@ def test_an_apply_that_cannot_release_its_lock_says_so_in_its_exit_code(
         release(admin)
     finally:
         admin.close()
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        "apiVersion: quotaform.io/v1\nkind: ClientQuotas\nmetadata: {cluster: faults}\n"
-        f"spec:\n  scope: [{{shape: user, prefixes: {{user: [{uniq}]}}}}]\n  quotas:\n"
-        f"    - entity: {{user: {uniq}lock}}\n      values: {{producer_byte_rate: 1MiB}}\n",
-        encoding="utf-8",
+    manifest = write_manifest(
+        tmp_path / "m.yaml",
+        "faults",
+        [quota({"user": f"{uniq}lock"}, producer_byte_rate="1MiB")],
+        scope=[{"shape": "user", "prefixes": {"user": [uniq]}}],
     )
     proxy.on_request = lambda r: CUT if r.api_key == DELETE_TOPICS else FORWARD
     args = ["apply", str(manifest), "--bootstrap-server", broker.bootstrap, "--auto-approve"]

@@ -20,26 +20,19 @@ from quotaform.cluster.lock import LOCK_TOPIC, acquire, release
 from quotaform.cluster.wire import load_connection_settings, open_admin
 from quotaform.kafka.entity import Entity
 
-from .helpers import config_command_view, eventually
+from .helpers import config_command_view, eventually, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 runner = CliRunner()
 
 
 def manifest(path: Path, prefix: str, n: int, value: str) -> Path:
-    lines = [
-        "apiVersion: quotaform.io/v1",
-        "kind: ClientQuotas",
-        "metadata: {cluster: sandbox}",
-        "spec:",
-        f"  scope: [{{shape: user, prefixes: {{user: [{prefix}]}}}}]",
-        "  quotas:",
-    ]
-    for i in range(n):
-        lines.append(f"    - entity: {{user: {prefix}{i:04d}}}")
-        lines.append(f"      values: {{producer_byte_rate: {value}}}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_manifest(
+        path,
+        "sandbox",
+        [quota({"user": f"{prefix}{i:04d}"}, producer_byte_rate=value) for i in range(n)],
+        scope=[{"shape": "user", "prefixes": {"user": [prefix]}}],
+    )
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -21,7 +22,7 @@ from quotaform.cli.app import app
 from quotaform.cluster.wire import FilterComponent, QuotaAdminClient, QuotaAlteration
 from quotaform.kafka.entity import Entity
 
-from .helpers import eventually
+from .helpers import eventually, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
@@ -39,15 +40,10 @@ def schema(name: str) -> dict[str, object]:
     return json.loads((SCHEMAS / name).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
-def manifest(folder: Path, uniq: str, quotas: str) -> Path:
-    """A manifest owning the users named ``uniq*``, declaring ``quotas`` (YAML)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "m.yaml"
-    path.write_text(
-        "apiVersion: quotaform.io/v1\nkind: ClientQuotas\nmetadata: {cluster: sandbox}\n"
-        f"spec:\n  scope: [{{shape: user, prefixes: {{user: [{uniq}]}}}}]\n  quotas:\n{quotas}",
-        encoding="utf-8",
-    )
+def manifest(folder: Path, uniq: str, *quotas: dict[str, Any]) -> Path:
+    """A manifest owning the users named ``uniq*``, declaring ``quotas``."""
+    scope = [{"shape": "user", "prefixes": {"user": [uniq]}}]
+    write_manifest(folder / "m.yaml", "sandbox", quotas, scope=scope)
     return folder
 
 
@@ -76,7 +72,7 @@ def risky(tmp_path: Path, admin: QuotaAdminClient, uniq: str) -> Path:
     yield manifest(
         tmp_path / "m",
         uniq,
-        f"    - entity: {{user: {uniq}kept}}\n      values: {{producer_byte_rate: 1MiB}}\n",
+        quota({"user": f"{uniq}kept"}, producer_byte_rate="1MiB"),
     )
     admin.alter_client_quotas(
         [
@@ -135,7 +131,7 @@ def test_a_removed_key_alone_says_how_to_review_it(
     folder = manifest(
         tmp_path / "m",
         uniq,
-        f"    - entity: {{user: {uniq}a}}\n      values: {{producer_byte_rate: 1MiB}}\n",
+        quota({"user": f"{uniq}a"}, producer_byte_rate="1MiB"),
     )
     result = cli("plan", str(folder), "--bootstrap-server", bootstrap)
     assert result.exit_code == 1
@@ -199,7 +195,7 @@ def test_a_stale_saved_plan_is_one_json_document_with_exit_5(
     folder = manifest(
         tmp_path / "m",
         uniq,
-        f"    - entity: {{user: {uniq}s}}\n      values: {{producer_byte_rate: 1MiB}}\n",
+        quota({"user": f"{uniq}s"}, producer_byte_rate="1MiB"),
     )
     out = tmp_path / "plan.json"
     assert (
@@ -224,7 +220,7 @@ def test_apply_without_input_says_how_to_skip_the_question(
     folder = manifest(
         tmp_path / "m",
         uniq,
-        f"    - entity: {{user: {uniq}q}}\n      values: {{producer_byte_rate: 1MiB}}\n",
+        quota({"user": f"{uniq}q"}, producer_byte_rate="1MiB"),
     )
     result = cli("apply", str(folder), "--bootstrap-server", bootstrap)  # stdin: empty, closed
     assert result.exit_code == 1
@@ -251,7 +247,7 @@ def test_profiles_work_the_same_in_every_command(
     folder = manifest(
         tmp_path / "repo",
         uniq,
-        f"    - entity: {{user: {uniq}p}}\n      values: {{producer_byte_rate: 1MiB}}\n",
+        quota({"user": f"{uniq}p"}, producer_byte_rate="1MiB"),
     )
     # The profiles file beside the manifests: never read as one, used by every command.
     (folder / "quotaform.clusters.yaml").write_text(

@@ -19,30 +19,24 @@ from quotaform.formats.drift import DriftDocument
 from quotaform.kafka.entity import Entity
 from quotaform.plan.state import ChangeBudget
 
-from .helpers import barrier, config_command_view, eventually
+from .helpers import barrier, config_command_view, eventually, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
-MANIFEST = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata:
-  cluster: sandbox
-spec:
-  scope:
-    - shape: user
-      prefixes: {user: ["svc-"]}
-      includeDefaults: false
-    - shape: ip
-  allowDeletes: true
-  quotas:
-    - entity: {user: svc-a}
-      values: {producer_byte_rate: 1MiB, consumer_byte_rate: 2MiB}
-    - entity: {user: svc-b}
-      values: {producer_byte_rate: 512KiB}
-    - entity: {ip: 192.0.2.10}
-      values: {connection_creation_rate: 20}
-"""
+SCOPE = [
+    {"shape": "user", "prefixes": {"user": ["svc-"]}, "includeDefaults": False},
+    {"shape": "ip"},
+]
+QUOTAS = [
+    quota({"user": "svc-a"}, producer_byte_rate="1MiB", consumer_byte_rate="2MiB"),  # line 13
+    quota({"user": "svc-b"}, producer_byte_rate="512KiB"),  # line 15
+    quota({"ip": "192.0.2.10"}, connection_creation_rate=20),
+]
+
+
+def write(path: Path, **fields: Any) -> Path:
+    return write_manifest(path, "sandbox", QUOTAS, scope=SCOPE, allow_deletes=True, **fields)
+
 
 SVC_A = Entity.of(user="svc-a")
 SVC_B = Entity.of(user="svc-b")
@@ -60,9 +54,7 @@ DECLARED = {
 
 @pytest.fixture
 def manifest(tmp_path: Path) -> Path:
-    path = tmp_path / "svc.yaml"
-    path.write_text(MANIFEST, encoding="utf-8")
-    return path
+    return write(tmp_path / "svc.yaml")
 
 
 def drift_app() -> typer.Typer:
@@ -234,12 +226,7 @@ def test_drift_classes_exit_codes_and_no_writes(
 
 
 def test_wrong_cluster_id_exits_1(clean, bootstrap, manifest) -> None:  # type: ignore[no-untyped-def]
-    manifest.write_text(
-        MANIFEST.replace(
-            "  cluster: sandbox\n", "  cluster: sandbox\n  clusterId: AAAAAAAAAAAAAAAAAAAAAA\n"
-        ),
-        encoding="utf-8",
-    )
+    write(manifest, cluster_id="AAAAAAAAAAAAAAAAAAAAAA")
     result = run_drift(str(manifest), "--bootstrap-server", bootstrap, "-o", "json")
     assert result.exit_code == 1
     assert "AAAAAAAAAAAAAAAAAAAAAA" in result.output

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -31,6 +32,8 @@ from quotaform.cli.app import app
 from quotaform.sandbox import SandboxBroker
 from quotaform.sandbox.jmx import read_mbeans
 from quotaform.sandbox.load import LoadResult, consume, produce
+
+from .helpers import DEFAULT, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
@@ -53,9 +56,12 @@ def cli(*args: str) -> str:
     return result.stdout
 
 
-def write(folder: Path, text: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "m.yaml").write_text(text, encoding="utf-8")
+def write(folder: Path, quotas: list[dict[str, Any]], probe: dict[str, str]) -> Path:
+    """The manifests folder: ``quotas`` on the byte-rate shapes, ``probe`` explained."""
+    scope = [{"shape": "user"}, {"shape": "client-id"}, {"shape": "user+client-id"}]
+    write_manifest(
+        folder / "m.yaml", "jmx", quotas, scope=scope, allow_deletes=True, probes=[probe]
+    )
     return folder
 
 
@@ -93,30 +99,19 @@ def within(measured: float, quota: float) -> bool:
     return low * quota <= measured <= high * quota
 
 
-LEVELS = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata: {cluster: jmx}
-spec:
-  scope: [{shape: user}, {shape: client-id}, {shape: user+client-id}]
-  allowDeletes: true
-  quotas:
-    - entity: {user: ANONYMOUS, client-id: qf-app}     # level 1
-      values: {producer_byte_rate: 256KiB}
-    - entity: {user: {default: true}}                  # level 6
-      values: {consumer_byte_rate: 384KiB}
-    - entity: {client-id: {default: true}}             # level 8
-      values: {request_percentage: 400}
-  probes:
-    - {user: ANONYMOUS, client-id: qf-app}
-"""
+LEVELS = [
+    quota({"user": "ANONYMOUS", "client-id": "qf-app"}, producer_byte_rate="256KiB"),  # level 1
+    quota({"user": DEFAULT}, consumer_byte_rate="384KiB"),  # level 6
+    quota({"client-id": DEFAULT}, request_percentage=400),  # level 8
+]
+LEVELS_PROBE = {"user": "ANONYMOUS", "client-id": "qf-app"}
 
 
 def test_the_broker_uses_the_groups_and_quotas_explain_predicts(
     jmx_broker: SandboxBroker, tmp_path: Path
 ) -> None:
     bootstrap = jmx_broker.bootstrap
-    manifests = write(tmp_path / "levels", LEVELS)
+    manifests = write(tmp_path / "levels", LEVELS, LEVELS_PROBE)
     cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve")
     predicted = json.loads(
         cli(
@@ -178,30 +173,16 @@ def test_the_broker_uses_the_groups_and_quotas_explain_predicts(
     assert got and got[0].bytes > 0
 
 
-MOVE = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata: {cluster: jmx}
-spec:
-  scope: [{shape: user}, {shape: client-id}, {shape: user+client-id}]
-  allowDeletes: true
-  quotas:
-    - entity: {client-id: {default: true}}             # level 8
-      values: {producer_byte_rate: 256KiB}
-  probes:
-    - {user: ANONYMOUS, client-id: qf-move}
-"""
-ADDED = """\
-    - entity: {user: {default: true}}                  # level 6: a new shape for the key
-      values: {producer_byte_rate: 512KiB}
-"""
+MOVE = [quota({"client-id": DEFAULT}, producer_byte_rate="256KiB")]  # level 8
+ADDED = quota({"user": DEFAULT}, producer_byte_rate="512KiB")  # level 6: a new shape for the key
+MOVE_PROBE = {"user": "ANONYMOUS", "client-id": "qf-move"}
 
 
 def test_a_new_shape_moves_the_client_to_the_group_explain_plan_predicted(
     jmx_broker: SandboxBroker, tmp_path: Path
 ) -> None:
     bootstrap = jmx_broker.bootstrap
-    manifests = write(tmp_path / "move", MOVE)
+    manifests = write(tmp_path / "move", MOVE, MOVE_PROBE)
     cli(
         "apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve",
         "--allow-deletes", "--allow-relax", "--allow-default-removal",
@@ -211,7 +192,7 @@ def test_a_new_shape_moves_the_client_to_the_group_explain_plan_predicted(
     before = rates(jmx_broker, reads=1)
     assert "kafka.server:type=Produce,client-id=qf-move" in before, sorted(before)
 
-    write(manifests, MOVE.replace("  probes:", ADDED + "  probes:"))
+    write(manifests, [*MOVE, ADDED], MOVE_PROBE)
     plan_file = tmp_path / "plan.json"
     plan_text = cli(
         "plan", str(manifests), "--bootstrap-server", bootstrap, "--out", str(plan_file)

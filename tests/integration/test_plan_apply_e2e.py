@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -20,7 +21,7 @@ from quotaform.manifest import load_manifests
 from quotaform.plan.diff import compute_plan
 from quotaform.plan.state import DesiredEntity, DesiredState, Scope, ScopeRule, SourceLocation
 
-from .helpers import barrier, config_command_view
+from .helpers import barrier, config_command_view, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
@@ -160,28 +161,23 @@ def test_removing_an_entity_deletes_only_when_allowed(
     assert view == declared(manifests)
 
 
-SCOPED = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata:
-  cluster: sandbox
-spec:
-  scope:
-    - shape: user
-      prefixes: {user: ["svc-"]}
-      includeDefaults: false
-  allowDeletes: true
-  quotas:
-    - entity: {user: svc-a}
-      values: {producer_byte_rate: 1MiB}
-"""
+def scoped(path: Path, value: Any = "1MiB", **fields: Any) -> Path:
+    """svc-a's producer_byte_rate (``value``, at line 13) in the scope of the
+    svc- users, deletes allowed."""
+    return write_manifest(
+        path,
+        "sandbox",
+        [quota({"user": "svc-a"}, producer_byte_rate=value)],
+        scope=[{"shape": "user", "prefixes": {"user": ["svc-"]}, "includeDefaults": False}],
+        allow_deletes=True,
+        **fields,
+    )
 
 
 def test_entity_outside_the_scope_survives_apply(
     clean, bootstrap, tmp_path, config_command
 ) -> None:  # type: ignore[no-untyped-def]
-    manifest = tmp_path / "scoped.yaml"
-    manifest.write_text(SCOPED, encoding="utf-8")
+    manifest = scoped(tmp_path / "scoped.yaml")
     # Created behind the tool's back, outside the scope (no svc- prefix) and
     # as an in-scope entity no manifest declares.
     config_command(
@@ -260,20 +256,14 @@ def test_a_rejected_entity_stops_the_batch_at_validate_only(clean, admin, config
 
 
 def test_wrong_cluster_id_is_refused(clean, bootstrap, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        SCOPED.replace(
-            "  cluster: sandbox\n", "  cluster: sandbox\n  clusterId: AAAAAAAAAAAAAAAAAAAAAA\n"
-        )
-    )
+    manifest = scoped(tmp_path / "m.yaml", cluster_id="AAAAAAAAAAAAAAAAAAAAAA")
     result = cli("plan", str(manifest), "--bootstrap-server", bootstrap)
     assert result.exit_code == 1
     assert "refusing to plan against the wrong cluster" in result.output
 
 
 def test_bad_manifest_fails_before_any_rpc(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(SCOPED.replace("producer_byte_rate: 1MiB", "producer_byte_rate: 1.5"))
+    manifest = scoped(tmp_path / "m.yaml", value=1.5)
     # Port 9 (discard) has no Kafka: reaching the network would fail differently.
     result = cli("validate", str(manifest))
     assert result.exit_code == 1

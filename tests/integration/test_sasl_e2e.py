@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from quotaform.cli.app import app
 from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe, run_config_command
 from tests.conftest import sandbox_broker
+from tests.integration.helpers import quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
@@ -46,14 +47,12 @@ def properties(tmp_path: Path, user: str, password: str) -> Path:
 
 
 def manifest(tmp_path: Path) -> Path:
-    path = tmp_path / "m.yaml"
-    path.write_text(
-        "apiVersion: quotaform.io/v1\nkind: ClientQuotas\nmetadata: {cluster: sasl}\n"
-        "spec:\n  scope: [{shape: user, prefixes: {user: [sasl-]}}]\n  quotas:\n"
-        "    - entity: {user: sasl-orders}\n      values: {producer_byte_rate: 1MiB}\n",
-        encoding="utf-8",
+    return write_manifest(
+        tmp_path / "m.yaml",
+        "sasl",
+        [quota({"user": "sasl-orders"}, producer_byte_rate="1MiB")],
+        scope=[{"shape": "user", "prefixes": {"user": ["sasl-"]}}],
     )
-    return path
 
 
 def admin_client(broker: SandboxBroker) -> KafkaAdminClient:

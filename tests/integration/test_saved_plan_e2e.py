@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -14,32 +15,31 @@ from quotaform.formats.planfile import read_plan_file, write_plan_file
 from quotaform.kafka.entity import Entity
 from quotaform.plan.model import Plan
 
-from .helpers import config_command_view, eventually
+from .helpers import config_command_view, eventually, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 runner = CliRunner()
 
-MANIFEST = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata:
-  cluster: sandbox
-spec:
-  scope:
-    - shape: user
-      prefixes: {user: ["svc-"]}
-  quotas:
-    - entity: {user: svc-a}
-      values: {producer_byte_rate: 1MiB}
-    - entity: {user: svc-b}
-      values: {consumer_byte_rate: 2MiB}
-"""
+
+def write_quotas(path: Path, *more: dict[str, Any], svc_a: str = "1MiB") -> None:
+    """svc-a (producer_byte_rate ``svc_a``) and svc-b, then ``more``, in the
+    scope of the svc- users."""
+    write_manifest(
+        path,
+        "sandbox",
+        [
+            quota({"user": "svc-a"}, producer_byte_rate=svc_a),
+            quota({"user": "svc-b"}, consumer_byte_rate="2MiB"),
+            *more,
+        ],
+        scope=[{"shape": "user", "prefixes": {"user": ["svc-"]}}],
+    )
 
 
 @pytest.fixture
 def setup(clean, kafka_broker, tmp_path: Path):  # type: ignore[no-untyped-def]
     manifest = tmp_path / "quotas.yaml"
-    manifest.write_text(MANIFEST, encoding="utf-8")
+    write_quotas(manifest)
     return str(kafka_broker.bootstrap), manifest, tmp_path / "plan.json"
 
 
@@ -52,10 +52,7 @@ def test_apply_of_a_saved_plan_applies_exactly_that_plan(setup, config_command) 
     result = cli("plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile))
     assert result.exit_code == 0, result.output
     # The manifests change after the plan: the saved plan must not see it.
-    manifest.write_text(
-        MANIFEST + "    - entity: {user: svc-c}\n      values: {producer_byte_rate: 5MiB}\n",
-        encoding="utf-8",
-    )
+    write_quotas(manifest, quota({"user": "svc-c"}, producer_byte_rate="5MiB"))
     applied = cli("apply", str(planfile), "--bootstrap-server", bootstrap)
     assert applied.exit_code == 0, applied.output
     assert "Apply complete" in applied.output
@@ -71,7 +68,7 @@ def test_a_stale_plan_is_refused_and_names_the_entity(setup, config_command, adm
         cli("apply", str(manifest), "--bootstrap-server", bootstrap, "--auto-approve").exit_code
         == 0
     )
-    manifest.write_text(MANIFEST.replace("1MiB", "3MiB"), encoding="utf-8")
+    write_quotas(manifest, svc_a="3MiB")
     assert (
         cli(
             "plan", str(manifest), "--bootstrap-server", bootstrap, "--out", str(planfile)

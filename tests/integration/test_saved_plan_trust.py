@@ -18,26 +18,22 @@ from quotaform.cli.app import app
 from quotaform.cluster.wire import QuotaAlteration
 from quotaform.kafka.entity import Entity
 
-from .helpers import config_command_view, eventually
+from .helpers import config_command_view, eventually, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 runner = CliRunner()
 MiB = 1048576.0
 SVC_A = Entity.of(user="svc-a")
 
-MANIFEST = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata:
-  cluster: sandbox
-spec:
-  scope:
-    - shape: user
-      prefixes: {user: ["svc-"]}
-  quotas:
-    - entity: {user: svc-a}
-      values: {producer_byte_rate: 2MiB}
-"""
+
+def write_svc_a(path: Path) -> Path:
+    """svc-a at 2MiB, in the scope of the svc- users."""
+    return write_manifest(
+        path,
+        "sandbox",
+        [quota({"user": "svc-a"}, producer_byte_rate="2MiB")],
+        scope=[{"shape": "user", "prefixes": {"user": ["svc-"]}}],
+    )
 
 
 @pytest.fixture
@@ -47,8 +43,7 @@ def saved(clean, kafka_broker, admin, config_command, tmp_path: Path):  # type: 
         [QuotaAlteration(SVC_A, {"producer_byte_rate": MiB})], validate_only=False
     )
     eventually(lambda: config_command_view(config_command), lambda v: SVC_A in v)
-    manifest = tmp_path / "quotas.yaml"
-    manifest.write_text(MANIFEST, encoding="utf-8")
+    manifest = write_svc_a(tmp_path / "quotas.yaml")
     planfile = tmp_path / "plan.json"
     made = runner.invoke(
         app,
@@ -153,8 +148,7 @@ def test_a_signing_key_proves_the_plan_job_wrote_the_file(
     )
     eventually(lambda: config_command_view(config_command), lambda v: SVC_A in v)
     bootstrap = kafka_broker.bootstrap
-    manifest = tmp_path / "quotas.yaml"
-    manifest.write_text(MANIFEST, encoding="utf-8")
+    manifest = write_svc_a(tmp_path / "quotas.yaml")
     signed, unsigned = tmp_path / "signed.json", tmp_path / "unsigned.json"
     key = {"QUOTAFORM_PLAN_KEY": "a-long-random-ci-secret"}
     args = ["plan", str(manifest), "--bootstrap-server", bootstrap, "--out"]

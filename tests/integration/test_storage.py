@@ -18,36 +18,13 @@ from quotaform.kafka.entity import Entity
 from quotaform.sandbox import parse_quota_describe
 from quotaform.sandbox.load import produce
 
-from .helpers import entity_from_config_command
+from .helpers import entity_from_config_command, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
 GiB = 1 << 30
 KiB = 1024
 runner = CliRunner()
-
-MANIFEST = """\
-apiVersion: quotaform.io/v1
-kind: ClientQuotas
-metadata: {cluster: storage}
-spec:
-  scope: [{shape: user}, {shape: user+client-id}]
-  allowDeletes: true
-  storagePolicy:
-    soft: {type: MinFreeBytes, level: SOFT}
-    hard: {type: MinFreeBytes, level: HARD}
-    staleAfter: 10m
-    exempt: [{user: platform}]
-    pauseRate: 32KiB
-    hysteresis: 5%
-  quotas:
-    - entity: {user: ANONYMOUS, client-id: st-prod}
-      values: {producer_byte_rate: 8MiB}
-    - entity: {user: svc-a}
-      values: {producer_byte_rate: 10MiB, consumer_byte_rate: 4MiB}
-    - entity: {user: platform}
-      values: {producer_byte_rate: 100MiB}
-"""
 
 
 def cli(*args: str, codes: tuple[int, ...] = (0,)) -> Any:
@@ -71,8 +48,27 @@ def status_json(manifests: Path, bootstrap: str, *source: str) -> dict[str, Any]
 
 
 def write(manifests: Path, soft: int, hard: int) -> None:
-    text = MANIFEST.replace("SOFT", str(soft)).replace("HARD", str(hard))
-    (manifests / "m.yaml").write_text(text, encoding="utf-8")
+    """Three entities under a storage policy with ``soft`` and ``hard``
+    MinFreeBytes limits; platform exempt."""
+    write_manifest(
+        manifests / "m.yaml",
+        "storage",
+        [
+            quota({"user": "ANONYMOUS", "client-id": "st-prod"}, producer_byte_rate="8MiB"),
+            quota({"user": "svc-a"}, producer_byte_rate="10MiB", consumer_byte_rate="4MiB"),
+            quota({"user": "platform"}, producer_byte_rate="100MiB"),
+        ],
+        scope=[{"shape": "user"}, {"shape": "user+client-id"}],
+        allow_deletes=True,
+        storage_policy={
+            "soft": {"type": "MinFreeBytes", "level": soft},
+            "hard": {"type": "MinFreeBytes", "level": hard},
+            "staleAfter": "10m",
+            "exempt": [{"user": "platform"}],
+            "pauseRate": "32KiB",
+            "hysteresis": "5%",
+        },
+    )
 
 
 def users_view(config_command) -> dict[Entity, dict[str, float]]:  # type: ignore[no-untyped-def]

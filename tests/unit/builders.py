@@ -99,6 +99,47 @@ def reviewed(
     return plan, review_plan(plan, desired, flags)
 
 
+def example_plan(*, allow_deletes: bool = True) -> tuple[Plan, PlanReview]:
+    """The examples' plan and its review: every action, every key action,
+    a fallback, a literal "<default>" user."""
+    declared = {
+        Entity.of(user=None): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+        Entity.of(user="svc-orders"): {
+            "producer_byte_rate": 10485760.0,
+            "request_percentage": 150.0,
+        },
+        Entity.of(user="<default>"): {"consumer_byte_rate": 1536.0},
+        Entity.of(user="svc-orders", client_id=None): {"consumer_byte_rate": 524288.0},
+        Entity.of(ip="192.0.2.10"): {"connection_creation_rate": 100.0},
+        Entity.of(client_id="reporting|batch"): {"controller_mutation_rate": 2.5},
+    }
+    live = {
+        Entity.of(user=None): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+        Entity.of(user="svc-orders"): {
+            "producer_byte_rate": 5242880.0,
+            "consumer_byte_rate": 1000000.0,
+        },
+        Entity.of(ip="192.0.2.99"): {"connection_creation_rate": 5.0},
+    }
+    desired = desired_state(
+        declared,
+        cluster="sandbox",
+        cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
+        allow_deletes=allow_deletes,
+        path="examples/teams.yaml",
+        first_line=10,
+    )
+    return reviewed(
+        desired,
+        live_state(
+            live,
+            unmanaged_by_shape={"user": 4},
+            cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
+            rpc_counts={"DescribeClientQuotas": 4},
+        ),
+    )
+
+
 def assert_plan_data_is_its_model(plan: Plan, review: PlanReview) -> None:
     """plan_data (built without models, for speed) is exactly what the
     PlanDocument model validates and dumps: the model stays the one shape."""

@@ -35,7 +35,7 @@ from quotaform.plan.review import review_plan
 from quotaform.plan.state import LiveState
 from quotaform.render.text import render_text
 
-from .test_render import _plan
+from .builders import example_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "examples" / "manifests"
@@ -270,7 +270,7 @@ def test_any_unit_spelling_is_shown_normalised_in_the_plan(tmp_path: Path) -> No
 
 
 def test_show_prints_a_saved_plan_in_every_format(tmp_path: Path) -> None:
-    plan, review = _plan(allow_deletes=True)
+    plan, review = example_plan(allow_deletes=True)
     path = tmp_path / "plan.json"
     write_plan_file(plan, review, path)
     as_json = runner.invoke(app, ["show", str(path), "-o", "json"])
@@ -287,7 +287,7 @@ def test_show_prints_a_saved_plan_in_every_format(tmp_path: Path) -> None:
 
 
 def test_show_refuses_a_damaged_plan_file(tmp_path: Path) -> None:
-    plan, review = _plan(allow_deletes=True)
+    plan, review = example_plan(allow_deletes=True)
     path = tmp_path / "plan.json"
     write_plan_file(plan, review, path)
     path.write_text(path.read_text(encoding="utf-8").replace('"create"', '"delete"', 1), "utf-8")

@@ -165,6 +165,30 @@ def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
     ]
 
 
+def test_problems_in_several_profiles_and_at_the_top_are_all_reported(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.yaml",
+        "cluster: x\n"  # 1: a typo of the only top-level key
+        "clusters:\n"
+        "  eu:\n"
+        "    bootstrapServers: 9092\n"  # 4
+        "    saslMechanism: PLAIN2\n"  # 5
+        "  us: {bootstrapServers: 'b:9092', clusterId: ''}\n"  # 6
+        "  ap: []\n",  # 7
+    )
+    with pytest.raises(ClusterConfigError) as info:
+        load_cluster_profiles(path)
+    assert str(info.value).splitlines() == [
+        f"{path}:1: cluster: unknown field: did you mean clusters? allowed: clusters",
+        f"{path}:4: clusters.eu.bootstrapServers: expected a string",
+        f"{path}:5: clusters.eu.saslMechanism: expected 'PLAIN', 'SCRAM-SHA-256', "
+        "'SCRAM-SHA-512' or 'GSSAPI'",
+        f"{path}:6: clusters.us.clusterId: must not be empty",
+        f"{path}:7: clusters.ap: expected a mapping",
+    ]
+    assert "PLAIN2" not in str(info.value)  # values are never quoted back
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

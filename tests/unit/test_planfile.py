@@ -23,12 +23,12 @@ from quotaform.formats.planfile import (
 from quotaform.plan.differences import differences
 from quotaform.render.text import render_markdown, render_text
 
-from .test_render import _plan
+from .builders import example_plan
 
 
 @pytest.mark.parametrize("allow_deletes", [True, False])
 def test_round_trip_gives_the_same_plan_and_review(tmp_path: Path, allow_deletes: bool) -> None:
-    plan, review = _plan(allow_deletes=allow_deletes)
+    plan, review = example_plan(allow_deletes=allow_deletes)
     path = tmp_path / "plan.json"
     write_plan_file(plan, review, path)
     assert is_plan_file(path)
@@ -58,7 +58,7 @@ def test_manifests_and_directories_are_not_plan_files(tmp_path: Path) -> None:
 
 def _saved(tmp_path: Path) -> tuple[Path, dict]:  # type: ignore[type-arg]
     path = tmp_path / "plan.json"
-    write_plan_file(*_plan(), path)
+    write_plan_file(*example_plan(), path)
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -119,14 +119,16 @@ def test_the_plan_file_has_a_schema_of_its_own(tmp_path: Path) -> None:
 # other than what it shows.
 
 
-def _forge(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+def _forge(
+    path: Path, edit: Callable[[dict[str, Any]], None], *, indent: int | None = None
+) -> None:
     """Edit the plan inside ``path`` and recompute its checksum."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     edit(doc["plan"])
     body = {k: v for k, v in doc.items() if k != "checksum"}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     doc["checksum"] = hashlib.sha256(canonical.encode()).hexdigest()
-    path.write_text(json.dumps(doc), encoding="utf-8")
+    path.write_text(json.dumps(doc, indent=indent), encoding="utf-8")
 
 
 def _forged(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
@@ -275,6 +277,32 @@ def test_schema_errors_name_every_field(tmp_path: Path) -> None:
     assert "plan.changes[4].action: Input should be" in message
 
 
+def test_schema_errors_are_each_named_with_their_line(tmp_path: Path) -> None:
+    def break_three(plan: dict[str, Any]) -> None:
+        plan["changes"][1]["after"]["consumer_byte_rate"] = "lots"
+        plan["changes"][4]["action"] = "explode"
+        del plan["changes"][5]["entity"]
+
+    path, _ = _saved(tmp_path)
+    _forge(path, break_three, indent=2)  # laid out as plan --out writes it
+    lines = path.read_text(encoding="utf-8").splitlines()
+    changes = [n for n, line in enumerate(lines, 1) if line == "      {"]  # each change's "{"
+    lots = next(n for n, line in enumerate(lines, 1) if '"lots"' in line)
+    explode = next(n for n, line in enumerate(lines, 1) if '"explode"' in line)
+    with pytest.raises(PlanFileError) as caught:
+        read_plan_file(path)
+    assert str(caught.value) == (
+        f"{path}: not a valid quotaform plan file: "
+        f"{path}:{lots}: plan.changes[1].after.consumer_byte_rate: Input should be a valid "
+        'number (got "lots"); '
+        f"{path}:{explode}: plan.changes[4].action: Input should be 'create', 'update', "
+        "'delete' or 'no-op' (got \"explode\"); "
+        # A missing field: the line of the change that lacks it.
+        f"{path}:{changes[5]}: plan.changes[5].entity: Field required. "
+        "Refusing it; plan again."
+    )
+
+
 def test_a_deeply_nested_file_is_refused_without_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text('{"plan": ' + "[" * 100_000 + "]" * 100_000 + ', "checksum": "x"}')
@@ -314,7 +342,7 @@ def test_an_empty_signing_key_is_an_error_never_unsigned(tmp_path: Path) -> None
     for empty in ("", "   "):
         env = {ENV_PLAN_KEY: empty}
         with pytest.raises(PlanKeyError, match="QUOTAFORM_PLAN_KEY is set but empty"):
-            write_plan_file(*_plan(), tmp_path / "p.json", env=env)
+            write_plan_file(*example_plan(), tmp_path / "p.json", env=env)
         assert not (tmp_path / "p.json").exists()
         path, _ = _saved(tmp_path)
         with pytest.raises(PlanKeyError, match="set but empty"):

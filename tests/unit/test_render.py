@@ -16,63 +16,20 @@ from quotaform.cli.output import print_text
 from quotaform.formats.plan import PlanDocument, render_json
 from quotaform.formats.schemas import SCHEMAS
 from quotaform.kafka.entity import Entity
-from quotaform.plan.model import Plan
-from quotaform.plan.review import PlanReview
 from quotaform.plan.state import Scope, ScopeRule
 from quotaform.render.text import render_markdown, render_text
 
-from .builders import assert_plan_data_is_its_model, desired_state, live_state, reviewed
+from .builders import assert_plan_data_is_its_model, desired_state, example_plan, reviewed
 from .conftest import Golden
 
 
-def _plan(*, allow_deletes: bool = True) -> tuple[Plan, PlanReview]:
-    """The examples' plan and its review: every action, every key action,
-    a fallback, a literal "<default>" user."""
-    declared = {
-        Entity.of(user=None): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
-        Entity.of(user="svc-orders"): {
-            "producer_byte_rate": 10485760.0,
-            "request_percentage": 150.0,
-        },
-        Entity.of(user="<default>"): {"consumer_byte_rate": 1536.0},
-        Entity.of(user="svc-orders", client_id=None): {"consumer_byte_rate": 524288.0},
-        Entity.of(ip="192.0.2.10"): {"connection_creation_rate": 100.0},
-        Entity.of(client_id="reporting|batch"): {"controller_mutation_rate": 2.5},
-    }
-    live = {
-        Entity.of(user=None): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
-        Entity.of(user="svc-orders"): {
-            "producer_byte_rate": 5242880.0,
-            "consumer_byte_rate": 1000000.0,
-        },
-        Entity.of(ip="192.0.2.99"): {"connection_creation_rate": 5.0},
-    }
-    desired = desired_state(
-        declared,
-        cluster="sandbox",
-        cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
-        allow_deletes=allow_deletes,
-        path="examples/teams.yaml",
-        first_line=10,
-    )
-    return reviewed(
-        desired,
-        live_state(
-            live,
-            unmanaged_by_shape={"user": 4},
-            cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
-            rpc_counts={"DescribeClientQuotas": 4},
-        ),
-    )
-
-
 def test_text_plain(golden: Golden) -> None:
-    golden("plan.txt", render_text(*_plan()).plain)
+    golden("plan.txt", render_text(*example_plan()).plain)
 
 
 def test_text_on_a_terminal_has_colour() -> None:
     console = Console(force_terminal=True, color_system="standard", width=120, record=True)
-    console.print(render_text(*_plan()))
+    console.print(render_text(*example_plan()))
     assert "\x1b[" in console.export_text(styles=True)
 
 
@@ -91,7 +48,7 @@ def test_text_styles(golden: Golden) -> None:
             markup=False,
             highlight=False,
         )
-        console.print(render_text(*_plan(allow_deletes=allow)))
+        console.print(render_text(*example_plan(allow_deletes=allow)))
         shown.append(console.export_text(styles=True))
     golden("plan_styled.ansi", "\n".join(shown))
 
@@ -99,7 +56,7 @@ def test_text_styles(golden: Golden) -> None:
 @pytest.mark.parametrize("allow_deletes", [True, False])
 def test_plain_printing_is_what_rich_prints(allow_deletes: bool) -> None:
     # Without colour print_text writes .plain itself; rich would write the same.
-    text = render_text(*_plan(allow_deletes=allow_deletes))
+    text = render_text(*example_plan(allow_deletes=allow_deletes))
     printed = []
     for printer in (lambda c, t: c.print(t), print_text):
         out = io.StringIO()
@@ -113,15 +70,15 @@ def test_plain_printing_is_what_rich_prints(allow_deletes: bool) -> None:
 
 
 def test_markdown(golden: Golden) -> None:
-    golden("plan.md", render_markdown(*_plan()))
+    golden("plan.md", render_markdown(*example_plan()))
 
 
 def test_json(golden: Golden) -> None:
-    golden("plan.json", render_json(*_plan()))
+    golden("plan.json", render_json(*example_plan()))
 
 
 def test_json_round_trips_through_its_model() -> None:
-    text = render_json(*_plan())
+    text = render_json(*example_plan())
     doc = PlanDocument.model_validate_json(text)
     assert doc.summary.create == 4
     data = json.loads(text)
@@ -134,7 +91,7 @@ def test_json_round_trips_through_its_model() -> None:
 @pytest.mark.parametrize("allow_deletes", [True, False])
 def test_plan_data_is_exactly_the_models_dump(allow_deletes: bool) -> None:
     # refused (violations with fallbacks), deletes, defaults, outside-scope entities
-    assert_plan_data_is_its_model(*_plan(allow_deletes=allow_deletes))
+    assert_plan_data_is_its_model(*example_plan(allow_deletes=allow_deletes))
 
 
 def test_empty_plan_says_so_in_one_sentence() -> None:
@@ -148,7 +105,7 @@ def test_empty_plan_says_so_in_one_sentence() -> None:
 
 @pytest.mark.parametrize("render", [render_markdown, lambda p, r: render_text(p, r).plain])
 def test_blocked_deletes_stand_out(render) -> None:  # type: ignore[no-untyped-def]
-    out = render(*_plan(allow_deletes=False))
+    out = render(*example_plan(allow_deletes=False))
     assert "deletes are not allowed" in out
     assert "delete" in out.lower()
 
@@ -157,8 +114,8 @@ def test_plan_schema_accepts_a_plan_and_rejects_a_bad_action() -> None:
     import jsonschema
 
     schema = SCHEMAS["plan.schema.json"]()
-    jsonschema.validate(json.loads(render_json(*_plan())), schema)
-    broken = json.loads(render_json(*_plan()))
+    jsonschema.validate(json.loads(render_json(*example_plan())), schema)
+    broken = json.loads(render_json(*example_plan()))
     broken["changes"][0]["action"] = "replace"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
@@ -166,7 +123,7 @@ def test_plan_schema_accepts_a_plan_and_rejects_a_bad_action() -> None:
 
 def test_a_refused_plan_reads_the_same_in_text_and_markdown(golden: Golden) -> None:
     # The reason and the flag, in every rendering (golden files), and the JSON data.
-    plan, review = _plan(allow_deletes=False)
+    plan, review = example_plan(allow_deletes=False)
     golden("plan_refused.txt", render_text(plan, review).plain)
     golden("plan_refused.md", render_markdown(plan, review))
     flags = "After review, allow it with: --allow-deletes (on plan and apply)."
@@ -177,7 +134,7 @@ def test_a_refused_plan_reads_the_same_in_text_and_markdown(golden: Golden) -> N
 
 
 def test_markdown_escapes_default_and_folds_long_plans() -> None:
-    text = render_markdown(*_plan())
+    text = render_markdown(*example_plan())
     # Outside code spans "<default>" would vanish as an HTML tag on GitHub.
     outside_code = "".join(part for i, part in enumerate(text.split("`")) if i % 2 == 0)
     assert "<default>" not in outside_code

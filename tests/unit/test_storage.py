@@ -309,6 +309,25 @@ def test_a_bad_snapshot_names_the_file_line_and_field() -> None:
         list(read_snapshot_text("{not json\n", "snaps.jsonl"))
 
 
+def test_every_problem_of_a_bad_snapshot_is_named_with_its_line() -> None:
+    bad = {
+        **SEED_EXAMPLE,
+        "brokerId": "",
+        "softLimit": {"type": "Lots", "level": 5},
+        "volumes": [{"volumeName": "/d", "capacity": -1}],
+    }
+    text = json.dumps(SEED_EXAMPLE) + "\n\n" + json.dumps(bad) + "\n"
+    with pytest.raises(StorageError) as caught:
+        list(read_snapshot_text(text, "snaps.jsonl"))
+    assert str(caught.value).splitlines() == [
+        'snaps.jsonl:3: brokerId: String should have at least 1 character (got "")',
+        "snaps.jsonl:3: softLimit.type: Input should be 'ConsumedBytes', 'MinFreeBytes', "
+        "'MinFreePercentage' or 'ConsumedSpace' (got \"Lots\")",
+        "snaps.jsonl:3: volumes.0.capacity: Input should be greater than or equal to 0 (got -1)",
+        "snaps.jsonl:3: volumes.0.consumed: Field required",
+    ]
+
+
 def test_the_status_document_keeps_the_contract_shape() -> None:
     result = evaluate(POLICY, [_snap("1", 80 * GiB)], now=NOW, expected=["1"])
     data = json.loads(status_document(POLICY, result).model_dump_json())

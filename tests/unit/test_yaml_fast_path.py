@@ -7,19 +7,31 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+import sys
+import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import ruamel.yaml
+import ruamel.yaml.main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
+from ruamel.yaml.resolver import VersionedResolver
 
 from quotaform.errors import ManifestError
-from quotaform.manifest import load_manifests
+from quotaform.manifest import load_manifests, yamlsource
 from quotaform.manifest.documents import read_set
-from quotaform.manifest.yamlsource import Loc, compose_documents, locate, read_documents
+from quotaform.manifest.yamlsource import (
+    TESTED_RUAMEL,
+    Loc,
+    compose_documents,
+    fast_path_supported,
+    locate,
+    read_documents,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,3 +196,107 @@ def test_manifests_load_without_a_node_tree(tmp_path: Path) -> None:
         load_manifests([bad])
     (problem,) = caught.value.problems
     assert (problem.line, problem.field) == (12, "spec.quotas[1].values.producer_byte_rate")
+
+
+# ----------------------------------------------------------------- the guard
+
+
+def test_the_pinned_ruamel_yaml_is_the_tested_one() -> None:
+    low, high = TESTED_RUAMEL
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pinned = [d for d in project["dependencies"] if d.startswith("ruamel.yaml>")]
+    assert pinned == [f"ruamel.yaml>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"]
+    assert low <= tuple(ruamel.yaml.version_info[:3]) < high  # this environment
+    assert fast_path_supported() and yamlsource._FAST_PATH
+
+
+@pytest.mark.parametrize("version", [(0, 18, 16), (0, 19, 0), (0, 20, 0), (1, 0, 0)])
+def test_an_untested_ruamel_yaml_turns_the_fast_path_off(
+    monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...]
+) -> None:
+    monkeypatch.setattr(ruamel.yaml, "version_info", version)
+    assert not fast_path_supported()
+
+
+def _no_libyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ruamel.yaml.main, "CParser", None)  # ruamel.yaml.clib not installed
+
+
+def _no_versioned_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(VersionedResolver, "versioned_resolver")
+
+
+def _no_constructor_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(YAML, "get_constructor_parser")
+
+
+def _no_tag_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ruamel.yaml.tag", None)  # import raises ImportError
+
+
+@pytest.mark.parametrize(
+    "remove", [_no_libyaml, _no_versioned_table, _no_constructor_parser, _no_tag_module]
+)
+def test_missing_internals_turn_the_fast_path_off(
+    monkeypatch: pytest.MonkeyPatch, remove: Callable[[pytest.MonkeyPatch], None]
+) -> None:
+    remove(monkeypatch)
+    assert not fast_path_supported()
+
+
+def _reading(text: str) -> tuple[str, Any]:
+    """Everything a reader of ``text`` gets: values and the line of every
+    field, or the error (its type and message)."""
+    kind, documents = _outcome(read_documents, text)
+    if kind == "error":
+        return kind, documents
+    extra: list[Loc] = [("spec", "nope"), ("spec", "quotas", 999), ("metadata", "x", "y")]
+    return kind, [
+        (plain, [lines.locate(loc) for loc in [*_paths(plain), *extra]])
+        for plain, lines in documents
+    ]
+
+
+def _load_problems(path: Path) -> str:
+    with pytest.raises(ManifestError) as caught:
+        load_manifests([path])
+    return str(caught.value)
+
+
+def test_without_the_fast_path_ruamel_reads_the_same_only_slower(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = sorted({*ROOT.glob("examples/**/*.yaml"), *ROOT.glob("tests/**/*.yaml")})
+    texts = [*EDGE_CASES, *(f.read_text(encoding="utf-8") for f in files)]
+    # A %YAML 1.1 directive is the one difference: libyaml's path reads 1.2
+    # whatever the directive says, ruamel's own parser follows it.
+    texts = [t for t in texts if not t.startswith("%YAML 1.1")]
+    bad = sorted((ROOT / "tests" / "unit" / "fixtures" / "manifests" / "bad").rglob("*.yaml"))
+    fast = [_reading(t) for t in texts]
+    fast_problems = [_load_problems(path) for path in bad]
+
+    def no_fast_reader(text: str) -> Any:
+        raise AssertionError("the fast path ran")
+
+    composed: list[bool] = []
+    compose = yamlsource._compose
+
+    def pure_only(text: str, *, pure: bool) -> Any:
+        composed.append(pure)
+        return compose(text, pure=pure)
+
+    monkeypatch.setattr(yamlsource, "_FAST_PATH", False)
+    monkeypatch.setattr(yamlsource, "_read_fast", no_fast_reader)
+    monkeypatch.setattr(yamlsource, "_compose", pure_only)
+    assert [_reading(t) for t in texts] == fast
+    assert [_load_problems(path) for path in bad] == fast_problems
+    assert composed and all(composed)  # ruamel's pure-Python parser, never libyaml
+
+
+def test_without_the_fast_path_a_yaml_1_1_directive_is_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "%YAML 1.1\n---\na: yes\n"
+    assert [plain for plain, _ in read_documents(text)] == [{"a": "yes"}]
+    monkeypatch.setattr(yamlsource, "_FAST_PATH", False)
+    assert [plain for plain, _ in read_documents(text)] == [{"a": True}]

@@ -1,0 +1,60 @@
+"""Tests share helpers through helper modules (tests/unit/builders.py,
+tests/integration/helpers.py, the conftest files), never by importing
+another test module: a test module's helpers are its own. Integration tests
+write their manifests with one builder, whose text reads back as given."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from quotaform.manifest import load_manifests
+from tests.integration.helpers import DEFAULT, quota, write_manifest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _imported_modules(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return names
+
+
+def test_no_test_module_imports_another() -> None:
+    found = [
+        f"{path.relative_to(TESTS)}: {module}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for module in _imported_modules(path)
+        if module.rpartition(".")[2].startswith("test_")
+    ]
+    assert found == []
+
+
+def test_the_integration_manifest_builder_writes_what_it_is_given(tmp_path: Path) -> None:
+    # Names YAML would read as something else unless quoted.
+    names = ["svc-a", "<default>", "true", "null", "1e3", "0x1F", "012", "a: b", "x #y", "é"]
+    path = write_manifest(
+        tmp_path / "m.yaml",
+        "c",
+        [
+            *(quota({"user": name}, producer_byte_rate="1MiB") for name in names),
+            quota({"user": DEFAULT}, request_percentage=150),
+        ],
+        scope=[{"shape": "user"}, {"shape": "client-id", "prefixes": {"client-id": ["svc-", "1"]}}],
+        allow_deletes=True,
+    )
+    data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+    assert [q["entity"]["user"] for q in data["spec"]["quotas"]] == [*names, {"default": True}]
+    assert data["spec"]["scope"][1] == {
+        "shape": "client-id",
+        "prefixes": {"client-id": ["svc-", "1"]},
+    }
+    desired = load_manifests([path])
+    assert sorted(str(e.name("user")) for e in desired.entities) == sorted([*names, "None"])
