@@ -17,7 +17,8 @@ Rules (see ``../shared/notes/kafka-quota-metrics.md`` section 1.6 and 3):
   ``[A-Za-z0-9_-%. \\t]`` is ``ObjectName.quote``-d;
 * empty tags are left out of the name; tag order is user, client-id.
 
-Standard library only.
+:func:`parse_object_name` reads such a name back (JmxTool output, the
+collector). Standard library only.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "jmx_sanitize",
     "jmx_unquote",
     "mbean_name",
+    "parse_object_name",
     "sanitize_user",
     "unsanitize_user",
 ]
@@ -130,3 +132,44 @@ def mbean_name(key: str, tags: MetricTags) -> str | None:
         if tags.client_id:
             parts.append(f"{CLIENT_ID}={jmx_sanitize(tags.client_id)}")
     return f"{METRICS_DOMAIN}:{','.join(parts)}"
+
+
+def parse_object_name(name: str) -> tuple[str, dict[str, str]]:
+    """The inverse of :func:`mbean_name`: the domain and the key properties of
+    a JMX ObjectName, quoted values unquoted (:func:`jmx_unquote`,
+    ``ObjectName.unquote``).
+
+    ``kafka.server:type=Produce,client-id="a,b"`` -> ``("kafka.server",
+    {"type": "Produce", "client-id": "a,b"})``. The ``user`` property stays as
+    the tag is (URL-encoded: :func:`unsanitize_user` decodes it).
+
+    Raises:
+        ValueError: no ``domain:`` part, a property without ``=``, or a quoted
+            value without its closing quote.
+    """
+    domain, sep, rest = name.partition(":")
+    if not sep:
+        raise ValueError(f"not an ObjectName: {name!r}")
+    props: dict[str, str] = {}
+    i = 0
+    while i < len(rest):
+        eq = rest.find("=", i)
+        if eq < 0:
+            raise ValueError(f"not an ObjectName: {name!r} (a property without '=')")
+        key = rest[i:eq]
+        j = eq + 1
+        if j < len(rest) and rest[j] == '"':
+            j += 1
+            while j < len(rest) and rest[j] != '"':
+                j += 2 if rest[j] == "\\" else 1
+            if j >= len(rest):
+                raise ValueError(f"not an ObjectName: {name!r} (an unterminated quoted value)")
+            j += 1
+            value = jmx_unquote(rest[eq + 1 : j])
+        else:
+            end = rest.find(",", j)
+            j = len(rest) if end < 0 else end
+            value = rest[eq + 1 : j]
+        props[key] = value
+        i = j + 1
+    return domain, props
