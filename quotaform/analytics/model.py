@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
+from quotaform.kafka.metrics import ISO_TIMESTAMP
 from quotaform.kafka.units import BYTE_UNITS
 
 __all__ = [
@@ -94,9 +95,6 @@ RECOMMEND_COLUMNS = (
     "censored",
     "note",
 )
-#: What a usage timestamp written as text must look like (ISO-8601, seconds
-#: required; UTC unless an offset is given); both engines check it.
-ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$"
 #: Every column's type, by name (Spark and Arrow types derive from it):
 #: ``string``, ``double``, ``int``, ``long``, ``boolean`` or ``timestamp``.
 COLUMN_TYPES: dict[str, str] = {

@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from quotaform.analytics.model import ISO_TIMESTAMP, USAGE_COLUMNS, UsageRow
+from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
-from quotaform.kafka.metrics import jmx_unquote, parse_object_name
+from quotaform.kafka.metrics import ISO_TIMESTAMP, jmx_unquote, parse_object_name
 
 __all__ = [
     "EXAMPLES_KEPT",

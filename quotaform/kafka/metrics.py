@@ -32,6 +32,7 @@ from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import MetricTags
 
 __all__ = [
+    "ISO_TIMESTAMP",
     "METRICS_DOMAIN",
     "ip_tag",
     "jmx_quote",
@@ -45,6 +46,10 @@ __all__ = [
 
 #: The JMX domain of the broker's quota sensors.
 METRICS_DOMAIN = "kafka.server"
+#: What the time of a metric sample written as text must look like in
+#: quotaform's usage table (ISO-8601, seconds required; UTC unless an offset is
+#: given; ``schemas/usage.schema.json``). Both analytics engines check it.
+ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$"
 
 _JMX_SAFE = re.compile(r"[\w\-%. \t]*", re.ASCII)
 
