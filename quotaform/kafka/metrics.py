@@ -61,7 +61,17 @@ def sanitize_user(name: str) -> str:
 
 
 def unsanitize_user(tag: str) -> str:
-    """The user principal name of a ``user`` metric tag (URL-decoding)."""
+    """The user principal name of a ``user`` metric tag: :func:`sanitize_user`
+    undone (``"CN%3Dalice%2CO%3Dx"`` -> ``"CN=alice,O=x"``, ``""`` -> ``""``).
+
+    Percent escapes are decoded as UTF-8 (bytes that are not UTF-8 become
+    U+FFFD); everything else is kept as written, ``+`` and a ``%`` not followed
+    by two hex digits included. Kafka's ``Sanitizer.desanitize``
+    (``URLDecoder``) agrees on every tag ``Sanitizer.sanitize`` writes, which
+    never holds ``+`` or a lone ``%``; on other text it would read ``+`` as a
+    space or fail. Both analytics engines decode this way (the Spark one with
+    ``url_decode`` after escaping those two).
+    """
     return unquote(tag)
 
 

@@ -160,8 +160,11 @@ def throttle_time_ms(key: Column, observed: Column, quota: Column, *, window_s: 
 
 def user_name(tag: Column) -> Column:
     """:func:`quotaform.kafka.metrics.unsanitize_user`: ``url_decode`` (Java's
-    ``URLDecoder``, as Kafka's ``Sanitizer.desanitize``)."""
-    return F.when(tag == "", F.lit("")).otherwise(F.url_decode(tag))
+    ``URLDecoder``, as Kafka's ``Sanitizer.desanitize``) after escaping what
+    the Python rule keeps as written and ``URLDecoder`` would not: ``+`` and a
+    ``%`` not followed by two hex digits (which make ``url_decode`` fail)."""
+    escaped = F.regexp_replace(F.regexp_replace(tag, "%(?![0-9A-Fa-f]{2})", "%25"), "[+]", "%2B")
+    return F.url_decode(escaped)
 
 
 def step1_tag(etype: str, name: Column, mask: Column, found_level: Column) -> Column:
