@@ -93,9 +93,8 @@ def readable_quota(key: Column, value: Column) -> Column:
 
 
 def _plain(value: Column) -> Column:
-    """A whole double without ``.0``; others as Spark writes a double (the same
-    text as Python's ``repr`` for the values quotaform rounds to: tenths,
-    whole numbers)."""
+    """A whole double without ``.0``; others as Spark writes a double (see
+    :func:`quota_text`)."""
     whole = value == F.floor(value)
     return F.when(whole, F.floor(value).cast("long").cast("string")).otherwise(value.cast("string"))
 
@@ -107,8 +106,9 @@ def quota_text(key: Column, value: Column) -> Column:
     is exact with at most :data:`~quotaform.kafka.units.FORMAT_DECIMALS`
     decimals, else the plain number, with the unit's suffix (``%``).
 
-    Non-whole values are written as Spark casts a double to text, which is
-    Python's ``repr`` between 1e-3 and 1e7 (the recommendations' range).
+    Non-whole values are written as Spark casts a double to text (Java's
+    ``Double.toString``): Python's ``repr`` for the tenths a recommendation
+    holds (``2.1``), not for every double (``1.0E-5``, ``1.23456785E7``).
     ``value`` appears in the expression some 60 times: pass a column, not a
     computation."""
     scale = 10**FORMAT_DECIMALS
