@@ -17,26 +17,31 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from quotaform.analytics.model import (
+    CENSORED_NOTE,
+    DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
     PERCENTILES,
     UsageRow,
     percentile,
-    predicted_throttle_ms,
-    readable_quota,
 )
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.metrics import unsanitize_user
 from quotaform.kafka.resolution import (
+    GROUP_MERGES,
+    GROUP_SAME,
     MetricTags,
     Principal,
     QuotaIndex,
     Resolution,
+    group_change,
+    own_entity,
     quota_for_tags,
     resolve,
     variants,
 )
-from quotaform.kafka.units import format_quota_value
+from quotaform.kafka.throttle import throttle_time_ms
+from quotaform.kafka.units import format_quota_value, readable_quota
 
 __all__ = [
     "entity_json",
@@ -162,20 +167,6 @@ def tags_after_text(res: Resolution) -> str:
     return ",".join(parts)
 
 
-def _group_change(before: MetricTags, after: Resolution, split: bool) -> str:
-    """``splits`` when the group divides by a name it spans (an after tag
-    follows each connection's own name, or an entry names some of them),
-    ``none`` when the tags stay, else ``merges``: with every name of the
-    group known, a change of tags can only drop one (the group joins a
-    broader one)."""
-    now = after.tags
-    if split or (not before.ip and (now.user is None or now.client_id is None)):
-        return "splits"
-    if before == now:
-        return "none"
-    return "merges"
-
-
 def impact(
     util: Sequence[Row],
     after: Mapping[str, QuotaIndex],
@@ -200,7 +191,7 @@ def impact(
         index = after[row["cluster"]]
         res = resolve(index, principal, row["quota_key"])
         split = bool(variants(index, principal, row["quota_key"]))
-        resolved.append((row, tags, res, _group_change(tags, res, split)))
+        resolved.append((row, tags, res, group_change(tags, res.tags, split=split)))
     merged: dict[tuple[str, str, str, str], float] = defaultdict(float)
     for row, _, res, _change in resolved:
         merged[(row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))] += (
@@ -211,15 +202,15 @@ def impact(
         level_after = res.level.number if res.level is not None else None
         entity_after = entity_json(res.entity)
         if (
-            change == "none"
+            change == GROUP_SAME
             and res.value == row["quota_value"]
             and level_after == row["level"]
             and entity_after == row["entity"]
         ):
             continue
         key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
-        observed = merged[key] if change == "merges" else (row["p99"] or 0.0)
-        predicted = predicted_throttle_ms(row["quota_key"], observed, res.value, window_s=window_s)
+        observed = merged[key] if change == GROUP_MERGES else (row["p99"] or 0.0)
+        predicted = throttle_time_ms(row["quota_key"], observed, res.value, window_s=window_s)
         out.append(
             {
                 "cluster": row["cluster"],
@@ -247,24 +238,14 @@ def impact(
     )
 
 
-def _own_entity(user: str, client_id: str, ip: str | None) -> Entity:
-    """The entity that sets a quota for exactly this group (its tags' shape):
-    adding it keeps the group's tags (see :func:`recommend`)."""
-    if ip:
-        return Entity.of(ip=ip)
-    tags = group_tags(user, client_id, ip)
-    if tags.user and tags.client_id:
-        return Entity.of(user=tags.user, client_id=tags.client_id)
-    if tags.user:
-        return Entity.of(user=tags.user)
-    return Entity.of(client_id=tags.client_id)
-
-
-def recommend(util: Sequence[Row], *, quantile: str = "p99", headroom: float = 1.2) -> list[Row]:
+def recommend(
+    util: Sequence[Row], *, quantile: str = "p99", headroom: float = DEFAULT_HEADROOM
+) -> list[Row]:
     """Per observed (cluster, group, key), over every broker: a quota of
     ``quantile`` x ``headroom`` of the busiest broker, rounded up to readable
-    units (:func:`~quotaform.analytics.model.readable_quota`), for the
-    entity of the group's own shape (so the group keeps its tags).
+    units (:func:`~quotaform.kafka.units.readable_quota`), for the entity
+    of the group's own shape (:func:`~quotaform.kafka.resolution.own_entity`:
+    the group keeps its tags).
 
     A censored group (throttled in the range) was held near its quota: its
     true demand is unknown, so the recommendation is never below the current
@@ -286,10 +267,7 @@ def recommend(util: Sequence[Row], *, quantile: str = "p99", headroom: float = 1
         target = peak * headroom
         note = None
         if censored:
-            note = (
-                "throttled in the range: usage was held near the quota and true demand is "
-                "unknown; recommended at least the current quota"
-            )
+            note = CENSORED_NOTE
             if quota is not None:
                 target = max(target, quota * headroom)
         recommended = readable_quota(key, target)
@@ -304,7 +282,7 @@ def recommend(util: Sequence[Row], *, quantile: str = "p99", headroom: float = 1
                 "peak_p99": peak,
                 "recommended": recommended,
                 "recommended_text": format_quota_value(key, recommended),
-                "entity": entity_json(_own_entity(user, client_id, ip)),
+                "entity": entity_json(own_entity(group_tags(user, client_id, ip))),
                 "censored": censored,
                 "note": note,
             }

@@ -1,6 +1,7 @@
-"""The fleet analytics' tables as data: column contracts, the usage row, and
-the few numeric rules both engines share (percentiles, the predicted throttle,
-readable rounding), written once.
+"""The fleet analytics' tables as data: column contracts, the usage row, the
+defaults of its commands, and the percentile rule both engines share. Kafka's
+own rules live in :mod:`quotaform.kafka`; the two the analytics used to define
+here (``predicted_throttle_ms``, ``readable_quota``) are re-exported.
 
 The usage table (``schemas/usage.schema.json``; a fixed contract other tools
 write): one row per (``cluster``, ``broker``, ``timestamp``, ``metric``,
@@ -25,11 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from quotaform.kafka.keys import METRICS, QUOTA_KEYS
-from quotaform.kafka.units import BYTE_UNITS
+from quotaform.kafka.keys import METRICS
+from quotaform.kafka.metrics import ISO_TIMESTAMP
+from quotaform.kafka.throttle import DEFAULT_QUOTA_WINDOW_S
+from quotaform.kafka.throttle import throttle_time_ms as predicted_throttle_ms
+from quotaform.kafka.units import readable_quota
 
 __all__ = [
+    "CENSORED_NOTE",
     "COLUMN_TYPES",
+    "DEFAULT_HEADROOM",
     "DEFAULT_WINDOW_S",
     "GROUP_COLUMNS",
     "IMPACT_COLUMNS",
@@ -94,9 +100,6 @@ RECOMMEND_COLUMNS = (
     "censored",
     "note",
 )
-#: What a usage timestamp written as text must look like (ISO-8601, seconds
-#: required; UTC unless an offset is given); both engines check it.
-ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$"
 #: Every column's type, by name (Spark and Arrow types derive from it):
 #: ``string``, ``double``, ``int``, ``long``, ``boolean`` or ``timestamp``.
 COLUMN_TYPES: dict[str, str] = {
@@ -139,9 +142,17 @@ COLUMN_TYPES: dict[str, str] = {
 #: The usage quantiles every engine computes (exact, linear interpolation).
 PERCENTILES = (0.5, 0.95, 0.99)
 #: The quota window's length in seconds (``quota.window.num`` 11 x
-#: ``quota.window.size.seconds`` 1): the W of the throttle formula.
-DEFAULT_WINDOW_S = 11.0
-_THROTTLE_CAP_MS = 1000.0  # request_percentage and ip: quota.window.size.seconds x 1000
+#: ``quota.window.size.seconds`` 1, the brokers' defaults): the W of the
+#: throttle formula (``analyze impact --window``).
+DEFAULT_WINDOW_S = DEFAULT_QUOTA_WINDOW_S
+#: The factor over the observed quantile a recommended quota leaves
+#: (``analyze recommend --headroom``).
+DEFAULT_HEADROOM = 1.2
+#: ``analyze recommend``'s note on a group throttled in the range.
+CENSORED_NOTE = (
+    "throttled in the range: usage was held near the quota and true demand is "
+    "unknown; recommended at least the current quota"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,52 +195,3 @@ def percentile(values: Sequence[float], p: float) -> float:
     if low == high:
         return ordered[low]
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def predicted_throttle_ms(
-    key: str, observed: float, quota: float | None, *, window_s: float = DEFAULT_WINDOW_S
-) -> float:
-    """The throttle time the broker would give a group using ``observed``
-    (its unit per second) under ``quota``: ``round((O - T) / T * W)`` ms when
-    O > T (``QuotaUtils.throttleTime``), 0 otherwise or when unlimited.
-
-    ``request_percentage`` and ``connection_creation_rate`` are capped at
-    ``quota.window.size.seconds`` (1000 ms: ``ClientRequestQuotaManager``,
-    ``ConnectionQuotas``). ``controller_mutation_rate`` is a token bucket
-    (KIP-599): a sustained excess drains the burst of ``T x W`` in ``T x W /
-    (O - T)`` seconds and then throttles by the same formula, which this returns
-    for the steady state.
-    """
-    if quota is None or quota <= 0 or observed <= quota:
-        return 0.0
-    # Java's Math.round: half up (Python's round() would round half to even).
-    throttle = float(math.floor((observed - quota) / quota * window_s * 1000.0 + 0.5))
-    if key in ("request_percentage", "connection_creation_rate"):
-        throttle = min(throttle, _THROTTLE_CAP_MS)
-    return throttle
-
-
-_BINARY = sorted(((n, s) for n, s in BYTE_UNITS.items() if n.endswith("iB")), key=lambda u: -u[1])
-
-
-def readable_quota(key: str, value: float) -> float:
-    """``value`` rounded UP to a number a person writes in a manifest:
-
-    * bytes/s: quarter steps of the largest binary unit it reaches below 10 of
-      it (``1.3MiB`` -> ``1.5MiB``), whole units from 10 (``12MiB``), whole
-      bytes below 1 KiB;
-    * ``request_percentage``: whole %; ``controller_mutation_rate``: tenths;
-      ``connection_creation_rate``: whole connections/s.
-
-    Never below ``value``; at least the smallest step.
-    """
-    spec = QUOTA_KEYS[key]
-    if spec.unit == "bytes/s":
-        for _, size in _BINARY:
-            if value >= size:
-                step = size / 4 if value < 10 * size else size
-                return float(math.ceil(value / step - 1e-9) * step)
-        return float(max(1, math.ceil(value - 1e-9)))
-    if key == "controller_mutation_rate":
-        return max(0.1, math.ceil(value * 10 - 1e-9) / 10)
-    return float(max(1, math.ceil(value - 1e-9)))

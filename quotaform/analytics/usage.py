@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from quotaform.analytics.model import ISO_TIMESTAMP, USAGE_COLUMNS, UsageRow
+from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
-from quotaform.kafka.metrics import jmx_unquote
+from quotaform.kafka.metrics import ISO_TIMESTAMP, jmx_unquote, parse_object_name
 
 __all__ = [
     "EXAMPLES_KEPT",
@@ -441,8 +441,6 @@ def jmxtool_rows(
     Raises:
         AnalyticsError: no ``--cluster`` / ``--broker`` (JmxTool output names neither).
     """
-    from quotaform.sandbox.jmx import parse_object_name
-
     if not cluster or not broker:
         raise AnalyticsError(
             f"{path}: JmxTool output names no cluster or broker: give --cluster and --broker"
@@ -459,7 +457,7 @@ def jmxtool_rows(
             object_name, _, attribute = column.rpartition(":")
             try:
                 _, props = parse_object_name(object_name)
-            except (ValueError, IndexError):
+            except ValueError:
                 parsed.append(None)
                 skipped.skipped[f"unreadable column: {column}"] += 1
                 continue

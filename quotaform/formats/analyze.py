@@ -4,9 +4,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from quotaform.kafka.keys import METRICS
+from quotaform.kafka.metrics import ISO_TIMESTAMP
+
+if TYPE_CHECKING:
+    UsageMetric = str
+else:
+    # The usage table's metric names, from the one table (kafka.keys.METRICS).
+    UsageMetric = Literal[tuple(METRICS)]
 
 __all__ = ["AnalyzeSummary", "RejectedDoc", "SnapshotLine", "UsageRecord", "render_summary_json"]
 
@@ -57,19 +66,9 @@ class UsageRecord(BaseModel):
     broker: str = Field(min_length=1)
     timestamp: str = Field(
         description="UTC, ISO-8601 with seconds (2026-11-23T10:00:00Z); Parquet: a timestamp.",
-        pattern=r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$",
+        pattern=ISO_TIMESTAMP,
     )
-    metric: Literal[
-        "produce-byte-rate",
-        "fetch-byte-rate",
-        "request-time",
-        "controller-mutation-rate",
-        "produce-throttle-time",
-        "fetch-throttle-time",
-        "request-throttle-time",
-        "controller-mutation-throttle-time",
-        "connection-accept-rate",
-    ]
+    metric: UsageMetric
     user: str = Field(
         description='The user tag as the metric carries it (URL-encoded); "" if empty.'
     )

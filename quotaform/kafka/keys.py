@@ -174,17 +174,21 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
 )
 
 
-#: Usage-table metric name -> ``(quota key, "usage" | "throttle")``.
-METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
-    {
-        **{s.usage_metric: (s.key, "usage") for s in QUOTA_KEYS.values()},
-        **{
-            s.throttle_metric: (s.key, "throttle")
-            for s in QUOTA_KEYS.values()
-            if s.throttle_metric is not None
-        },
-    }
-)
+def _metrics() -> dict[str, tuple[str, str]]:
+    found: dict[str, tuple[str, str]] = {}
+    for ip in (False, True):
+        specs = [s for s in QUOTA_KEYS.values() if (IP in s.entity_types) == ip]
+        found.update({s.usage_metric: (s.key, "usage") for s in specs})
+        found.update(
+            {s.throttle_metric: (s.key, "throttle") for s in specs if s.throttle_metric is not None}
+        )
+    return found
+
+
+#: Usage-table metric name -> ``(quota key, "usage" | "throttle")``, in the
+#: order ``schemas/usage.schema.json`` lists them: the user/client-id groups'
+#: usage metrics, their throttle-time metrics, then the ip groups' metrics.
+METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(_metrics())
 
 
 def key_spec(key: str) -> KeySpec | None:

@@ -17,7 +17,8 @@ Rules (see ``../shared/notes/kafka-quota-metrics.md`` section 1.6 and 3):
   ``[A-Za-z0-9_-%. \\t]`` is ``ObjectName.quote``-d;
 * empty tags are left out of the name; tag order is user, client-id.
 
-Standard library only.
+:func:`parse_object_name` reads such a name back (JmxTool output, the
+collector). Standard library only.
 """
 
 from __future__ import annotations
@@ -31,18 +32,24 @@ from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import MetricTags
 
 __all__ = [
+    "ISO_TIMESTAMP",
     "METRICS_DOMAIN",
     "ip_tag",
     "jmx_quote",
     "jmx_sanitize",
     "jmx_unquote",
     "mbean_name",
+    "parse_object_name",
     "sanitize_user",
     "unsanitize_user",
 ]
 
 #: The JMX domain of the broker's quota sensors.
 METRICS_DOMAIN = "kafka.server"
+#: What the time of a metric sample written as text must look like in
+#: quotaform's usage table (ISO-8601, seconds required; UTC unless an offset is
+#: given; ``schemas/usage.schema.json``). Both analytics engines check it.
+ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$"
 
 _JMX_SAFE = re.compile(r"[\w\-%. \t]*", re.ASCII)
 
@@ -54,7 +61,17 @@ def sanitize_user(name: str) -> str:
 
 
 def unsanitize_user(tag: str) -> str:
-    """The user principal name of a ``user`` metric tag (URL-decoding)."""
+    """The user principal name of a ``user`` metric tag: :func:`sanitize_user`
+    undone (``"CN%3Dalice%2CO%3Dx"`` -> ``"CN=alice,O=x"``, ``""`` -> ``""``).
+
+    Percent escapes are decoded as UTF-8 (bytes that are not UTF-8 become
+    U+FFFD); everything else is kept as written, ``+`` and a ``%`` not followed
+    by two hex digits included. Kafka's ``Sanitizer.desanitize``
+    (``URLDecoder``) agrees on every tag ``Sanitizer.sanitize`` writes, which
+    never holds ``+`` or a lone ``%``; on other text it would read ``+`` as a
+    space or fail. Both analytics engines decode this way (the Spark one with
+    ``url_decode`` after escaping those two).
+    """
     return unquote(tag)
 
 
@@ -130,3 +147,44 @@ def mbean_name(key: str, tags: MetricTags) -> str | None:
         if tags.client_id:
             parts.append(f"{CLIENT_ID}={jmx_sanitize(tags.client_id)}")
     return f"{METRICS_DOMAIN}:{','.join(parts)}"
+
+
+def parse_object_name(name: str) -> tuple[str, dict[str, str]]:
+    """The inverse of :func:`mbean_name`: the domain and the key properties of
+    a JMX ObjectName, quoted values unquoted (:func:`jmx_unquote`,
+    ``ObjectName.unquote``).
+
+    ``kafka.server:type=Produce,client-id="a,b"`` -> ``("kafka.server",
+    {"type": "Produce", "client-id": "a,b"})``. The ``user`` property stays as
+    the tag is (URL-encoded: :func:`unsanitize_user` decodes it).
+
+    Raises:
+        ValueError: no ``domain:`` part, a property without ``=``, or a quoted
+            value without its closing quote.
+    """
+    domain, sep, rest = name.partition(":")
+    if not sep:
+        raise ValueError(f"not an ObjectName: {name!r}")
+    props: dict[str, str] = {}
+    i = 0
+    while i < len(rest):
+        eq = rest.find("=", i)
+        if eq < 0:
+            raise ValueError(f"not an ObjectName: {name!r} (a property without '=')")
+        key = rest[i:eq]
+        j = eq + 1
+        if j < len(rest) and rest[j] == '"':
+            j += 1
+            while j < len(rest) and rest[j] != '"':
+                j += 2 if rest[j] == "\\" else 1
+            if j >= len(rest):
+                raise ValueError(f"not an ObjectName: {name!r} (an unterminated quoted value)")
+            j += 1
+            value = jmx_unquote(rest[eq + 1 : j])
+        else:
+            end = rest.find(",", j)
+            j = len(rest) if end < 0 else end
+            value = rest[eq + 1 : j]
+        props[key] = value
+        i = j + 1
+    return domain, props

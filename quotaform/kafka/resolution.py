@@ -38,6 +38,7 @@ Everything here is pure data and functions over
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -47,9 +48,16 @@ from quotaform.kafka.keys import QUOTA_KEYS
 
 __all__ = [
     "CLIENT_LEVELS",
+    "GROUP_CHANGES",
+    "GROUP_MERGES",
+    "GROUP_SAME",
+    "GROUP_SPLITS",
     "IP_LEVELS",
     "LOOKUP_BY_TAGS",
+    "OWN_LEVELS",
+    "TAGS_BY_MASK",
     "TAG_LEVELS",
+    "UNMATCHED_TAG_TYPES",
     "Fallback",
     "Level",
     "Match",
@@ -61,8 +69,10 @@ __all__ = [
     "ShadowKind",
     "candidates",
     "fallback",
+    "group_change",
     "level_of",
     "matches",
+    "own_entity",
     "quota_for_tags",
     "resolve",
     "resolve_all",
@@ -156,6 +166,36 @@ _BY_TAGS = LOOKUP_BY_TAGS
 #: The broker's first step looks for the first EXISTING level among these
 #: (``DefaultQuotaCallback.quotaMetricTags`` in mixed mode).
 TAG_LEVELS: tuple[Level, ...] = CLIENT_LEVELS[:6]
+#: The broker's first step (``DefaultQuotaCallback.quotaMetricTags``) when the
+#: shapes that set a key on the broker (its ``quotaTypesEnabled`` mask: 0, 1
+#: client-id, 2 user, 4 user+client-id) are of at most one kind: the tags it
+#: sets, whether or not an entity matches (the others are empty). With no
+#: shape (mask 0) nothing is recorded. Any other mask is mixed: the tags of the
+#: first existing level of :data:`TAG_LEVELS`, else :data:`UNMATCHED_TAG_TYPES`.
+#: Every engine reads this table.
+TAGS_BY_MASK: Mapping[frozenset[Shape], tuple[str, ...]] = MappingProxyType(
+    {
+        frozenset(): (CLIENT_ID,),
+        frozenset({(CLIENT_ID,)}): (CLIENT_ID,),
+        frozenset({(USER,)}): (USER,),
+        frozenset({(USER, CLIENT_ID)}): (USER, CLIENT_ID),
+    }
+)
+#: Mixed mode's tags when no level of :data:`TAG_LEVELS` exists for the principal.
+UNMATCHED_TAG_TYPES: tuple[str, ...] = (CLIENT_ID,)
+#: The level whose entity keeps a quota group's own tags, by which of its tags
+#: are non-empty ``(user tag, client-id tag)``: ``{user=u, client-id=c}``,
+#: ``{user=u}``, ``{client-id=c}`` (also for a group with neither tag, the
+#: one a client without a client id forms under client-id quotas); ip groups:
+#: ``{ip=a}``. Where a recommended quota goes (:func:`own_entity`).
+OWN_LEVELS: Mapping[tuple[bool, bool], Level] = MappingProxyType(
+    {
+        (True, True): CLIENT_LEVELS[0],
+        (True, False): CLIENT_LEVELS[2],
+        (False, True): CLIENT_LEVELS[6],
+        (False, False): CLIENT_LEVELS[6],
+    }
+)
 
 _BY_TEMPLATE: Mapping[tuple[tuple[str, bool], ...], Level] = MappingProxyType(
     {lvl.template: lvl for lvl in (*CLIENT_LEVELS, *IP_LEVELS)}
@@ -498,18 +538,14 @@ def _client_tags(
     index: QuotaIndex, principal: Principal, key: str, entities: _Entities
 ) -> tuple[str | None, str | None]:
     """Step 1, ``DefaultQuotaCallback.quotaMetricTags``: ``(user tag, client-id tag)``."""
-    user, client = principal.user, principal.client_id
-    mask = index.shapes(key)
-    if not mask or mask == {(CLIENT_ID,)}:
-        return "", client
-    if mask == {(USER,)}:
-        return user, ""
-    if mask == {(USER, CLIENT_ID)}:
-        return user, client
-    found = _lookup(index, TAG_LEVELS, entities, key)
-    if found is None:
-        return "", client
-    return (user, client) if CLIENT_ID in found[0].tag_types else (user, "")
+    types = TAGS_BY_MASK.get(index.shapes(key))
+    if types is None:
+        found = _lookup(index, TAG_LEVELS, entities, key)
+        types = UNMATCHED_TAG_TYPES if found is None else found[0].tag_types
+    return (
+        principal.user if USER in types else "",
+        principal.client_id if CLIENT_ID in types else "",
+    )
 
 
 def resolve(index: QuotaIndex, principal: Principal, key: str) -> Resolution:
@@ -577,6 +613,76 @@ def quota_for_tags(index: QuotaIndex, tags: MetricTags, key: str) -> Resolution:
         return Resolution(key, None, None, None, tags, recorded=recorded)
     level, entity, value = found
     return Resolution(key, value, level, entity, tags, recorded=recorded)
+
+
+# ------------------------------------------------------------------ quota groups
+
+GROUP_SAME = "none"
+"""A group keeps its tags: one sensor before and after."""
+GROUP_SPLITS = "splits"
+"""A group divides by a name it spans: its usage cannot be split from broker metrics."""
+GROUP_MERGES = "merges"
+"""A group joins a broader one (a tag is dropped): their usage adds up in one sensor."""
+
+
+def _change(is_ip: bool, split: bool, unknown_tag: bool, same_tags: bool) -> str:
+    if split or (not is_ip and unknown_tag):
+        return GROUP_SPLITS
+    if same_tags:
+        return GROUP_SAME
+    return GROUP_MERGES
+
+
+#: :func:`group_change` by its four facts ``(is_ip, split, unknown_tag,
+#: same_tags)``, every combination: the table the Spark engine reads.
+GROUP_CHANGES: Mapping[tuple[bool, bool, bool, bool], str] = MappingProxyType(
+    {
+        (is_ip, split, unknown, same): _change(is_ip, split, unknown, same)
+        for is_ip, split, unknown, same in itertools.product((False, True), repeat=4)
+    }
+)
+
+
+def group_change(before: MetricTags, after: MetricTags, *, split: bool) -> str:
+    """What becomes of an observed quota group (its tags ``before``, the user
+    decoded) once a change gives its connections the tags ``after``
+    (:attr:`Resolution.tags` of its representative principal):
+
+    * :data:`GROUP_SPLITS` when ``split`` (an entity names some of the
+      group's connections: :func:`variants`) or an ``after`` tag is unknown
+      (``None``: it follows each connection's own name);
+    * :data:`GROUP_SAME` when the tags stay (equal tags share one sensor,
+      ``ClientSensors``);
+    * :data:`GROUP_MERGES` otherwise: with every name of the group known, a
+      change of tags can only drop one, so the group joins a broader one.
+
+    ip groups never split: their tag is the address.
+    """
+    return GROUP_CHANGES[
+        (
+            bool(before.ip),
+            split,
+            after.user is None or after.client_id is None,
+            before == after,
+        )
+    ]
+
+
+def own_entity(tags: MetricTags) -> Entity:
+    """The entity that sets a quota for exactly the quota group ``tags``
+    (user decoded) and keeps its tags: ``{ip=a}``, or the level of
+    :data:`OWN_LEVELS` for the non-empty tags with the group's names
+    (``MetricTags(user="alice", client_id="")`` -> ``{user=alice}``).
+
+    Raises:
+        ValueError: a tag is unknown (``None``).
+    """
+    if tags.ip:
+        return Entity(((IP, tags.ip),))
+    entity = OWN_LEVELS[(tags.user != "", tags.client_id != "")].entity_for(tags.as_dict())
+    if entity is None:
+        raise ValueError("a quota group with an unknown tag has no entity of its own")
+    return entity
 
 
 def resolve_all(index: QuotaIndex, principal: Principal) -> dict[str, Resolution]:

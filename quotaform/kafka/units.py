@@ -39,18 +39,29 @@ import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
 
 from quotaform.kafka.keys import QUOTA_KEYS, KeySpec, ValueType
 
 __all__ = [
+    "BINARY_UNITS",
     "BYTE_UNITS",
+    "DECIMAL_UNITS",
+    "FORMAT_DECIMALS",
     "FORMAT_UNITS",
+    "FORMAT_UNITS_FROM",
     "MAX_VALUE_TEXT",
+    "READABLE_EPSILON",
+    "READABLE_FINE_BELOW",
+    "READABLE_FINE_STEPS",
+    "READABLE_STEPS_PER_UNIT",
+    "UNIT_SUFFIX",
     "QuotaValueError",
     "byte_unit",
     "format_quota_value",
     "java_double_text",
     "parse_quota_value",
+    "readable_quota",
     "render_raw",
     "same_quotas",
     "same_value",
@@ -82,18 +93,49 @@ def byte_unit(name: str) -> int | None:
     return _UNIT_BY_FOLDED.get(name.casefold())
 
 
-# Largest first: format_quota_value picks the first one that reads exactly.
-_BINARY_UNITS = (
+#: The binary byte units, largest first: :func:`format_quota_value` tries them
+#: first, :func:`readable_quota` rounds to steps of them.
+BINARY_UNITS: tuple[tuple[str, int], ...] = (
     ("PiB", 1024**5),
     ("TiB", 1024**4),
     ("GiB", 1024**3),
     ("MiB", 1024**2),
     ("KiB", 1024),
 )
-_DECIMAL_UNITS = (("PB", 1000**5), ("TB", 1000**4), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000))
+#: The decimal SI byte units, largest first.
+DECIMAL_UNITS: tuple[tuple[str, int], ...] = (
+    ("PB", 1000**5),
+    ("TB", 1000**4),
+    ("GB", 1000**3),
+    ("MB", 1000**2),
+    ("kB", 1000),
+)
 #: The units :func:`format_quota_value` tries for a byte rate, in order (the
-#: first in which the value reads exactly with at most two decimals wins).
-FORMAT_UNITS: tuple[tuple[str, int], ...] = (*_BINARY_UNITS, *_DECIMAL_UNITS)
+#: first in which the value reads exactly with at most
+#: :data:`FORMAT_DECIMALS` decimals wins).
+FORMAT_UNITS: tuple[tuple[str, int], ...] = (*BINARY_UNITS, *DECIMAL_UNITS)
+#: Byte rates below this many bytes/s are written as plain numbers (``512``).
+FORMAT_UNITS_FROM = 1000
+#: The most decimals a byte rate is written with in a unit (``1.25MiB``).
+FORMAT_DECIMALS = 2
+#: What follows a value written in a unit other than bytes/s (``150%``); none
+#: for the units not listed.
+UNIT_SUFFIX: Mapping[str, str] = MappingProxyType({"%": "%"})
+
+#: :func:`readable_quota` for bytes/s: below this many of the largest binary
+#: unit a value reaches, steps of a quarter of it (``1.5MiB``); from there,
+#: whole units (``12MiB``).
+READABLE_FINE_BELOW = 10
+#: Steps per binary unit below :data:`READABLE_FINE_BELOW` (quarters).
+READABLE_FINE_STEPS = 4
+#: :func:`readable_quota` for every unit, and for bytes/s below 1 KiB: steps
+#: per one of the unit (whole bytes/s, %, connections/s; tenths of mutations/s).
+READABLE_STEPS_PER_UNIT: Mapping[str, int] = MappingProxyType(
+    {"bytes/s": 1, "%": 1, "mutations/s": 10, "connections/s": 1}
+)
+#: Slack before rounding up, so a value one float rounding above a step (a
+#: product of a step and a headroom of 1.0) stays on it.
+READABLE_EPSILON = 1e-9
 
 # The grammar of value strings, shared by the parser and the JSON Schema
 # patterns (which admit only what validates; the parser also reads a sign, to
@@ -284,15 +326,19 @@ def _plain_number(value: float) -> str:
     return repr(value)
 
 
+_SCALE = 10**FORMAT_DECIMALS
+
+
 def _exact_in_unit(value: int, size: int) -> str | None:
-    """``value / size`` with at most two decimals, when that is exact and >= 1."""
-    if value < size or (value * 100) % size:
+    """``value / size`` with at most :data:`FORMAT_DECIMALS` decimals, when
+    that is exact and >= 1."""
+    if value < size or (value * _SCALE) % size:
         return None
-    hundredths = value * 100 // size
-    whole, frac = divmod(hundredths, 100)
+    scaled = value * _SCALE // size
+    whole, frac = divmod(scaled, _SCALE)
     if frac == 0:
         return str(whole)
-    return f"{whole}.{frac:02d}".rstrip("0")
+    return f"{whole}.{frac:0{FORMAT_DECIMALS}d}".rstrip("0")
 
 
 @functools.lru_cache(maxsize=1 << 16, typed=True)
@@ -320,17 +366,48 @@ def format_quota_value(key: str, value: float) -> str:
     if not math.isfinite(value):
         return repr(value)
     spec = QUOTA_KEYS.get(key)
-    if spec is not None and spec.unit == "bytes/s" and value.is_integer() and value >= 1000:
+    if spec is None:
+        return _plain_number(value)
+    if spec.unit == "bytes/s" and value.is_integer() and value >= FORMAT_UNITS_FROM:
         whole = int(value)
-        for units in (_BINARY_UNITS, _DECIMAL_UNITS):
-            for name, size in units:
-                shown = _exact_in_unit(whole, size)
-                if shown is not None:
-                    return f"{shown}{name}"
+        for name, size in FORMAT_UNITS:
+            shown = _exact_in_unit(whole, size)
+            if shown is not None:
+                return f"{shown}{name}"
         return str(whole)
-    if spec is not None and spec.unit == "%":
-        return f"{_plain_number(value)}%"
-    return _plain_number(value)
+    return _plain_number(value) + UNIT_SUFFIX.get(spec.unit, "")
+
+
+def readable_quota(key: str, value: float) -> float:
+    """``value`` (in ``key``'s unit) rounded UP to a number a person writes in
+    a manifest, for a recommended quota:
+
+    * bytes/s: quarter steps of the largest binary unit it reaches below 10 of
+      it (``1.3MiB`` -> ``1.5MiB``), whole units from 10 (``12.2MiB`` ->
+      ``13MiB``), whole bytes below 1 KiB (``700.2`` -> ``701``);
+    * ``request_percentage`` (%) and ``connection_creation_rate``
+      (connections/s): whole numbers; ``controller_mutation_rate``
+      (mutations/s): tenths.
+
+    Never below ``value`` (less :data:`READABLE_EPSILON` of a step); at least
+    the smallest step (1, or 0.1 mutations/s). The tables
+    (:data:`BINARY_UNITS`, :data:`READABLE_FINE_BELOW`,
+    :data:`READABLE_FINE_STEPS`, :data:`READABLE_STEPS_PER_UNIT`) are read by
+    the Spark engine too.
+
+    Raises:
+        KeyError: ``key`` is not a quota key.
+        ValueError: ``value`` is NaN (OverflowError: infinite).
+    """
+    unit = QUOTA_KEYS[key].unit
+    if unit == "bytes/s":
+        for _, size in BINARY_UNITS:
+            if value >= size:
+                fine = value < READABLE_FINE_BELOW * size
+                step = size / READABLE_FINE_STEPS if fine else size
+                return float(math.ceil(value / step - READABLE_EPSILON) * step)
+    per = READABLE_STEPS_PER_UNIT[unit]
+    return max(1 / per, math.ceil(value * per - READABLE_EPSILON) / per)
 
 
 def java_double_text(value: float) -> str:

@@ -9,7 +9,8 @@ per read sees quota groups that appeared since the last one.
 
 Lines look like ``kafka.server:type=Produce,user=ANONYMOUS:byte-rate<TAB>1048576.0``;
 the ``tsv`` format is used because a JMX-quoted client id (``"app:1,x\\*y"``)
-breaks the default CSV header.
+breaks the default CSV header. Names are read with
+:func:`quotaform.kafka.metrics.parse_object_name`.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from quotaform.errors import SandboxError
-from quotaform.kafka.metrics import jmx_unquote
+from quotaform.kafka.metrics import parse_object_name
 from quotaform.sandbox.jars import DEFAULT_KAFKA_VERSION, run_kafka_tool
 
-__all__ = ["JMX_TOOL", "MBeanReading", "jmx_url", "parse_object_name", "read_mbeans"]
+__all__ = ["JMX_TOOL", "MBeanReading", "jmx_url", "read_mbeans"]
 
 log = logging.getLogger(__name__)
 
@@ -35,38 +36,6 @@ _NO_MATCH = "No matched attributes"
 def jmx_url(port: int, host: str = "127.0.0.1") -> str:
     """The JMX service URL of a broker's RMI connector on ``host:port``."""
     return f"service:jmx:rmi:///jndi/rmi://{host}:{port}/jmxrmi"
-
-
-def parse_object_name(name: str) -> tuple[str, dict[str, str]]:
-    """``kafka.server:type=Produce,client-id="a,b"`` -> ``("kafka.server",
-    {"type": "Produce", "client-id": "a,b"})``: the domain and the key
-    properties, quoted values unquoted (``ObjectName.unquote``).
-
-    Raises:
-        ValueError: no ``domain:`` part, or a property without ``=``.
-    """
-    domain, sep, rest = name.partition(":")
-    if not sep:
-        raise ValueError(f"not an ObjectName: {name!r}")
-    props: dict[str, str] = {}
-    i = 0
-    while i < len(rest):
-        eq = rest.index("=", i)
-        key = rest[i:eq]
-        j = eq + 1
-        if j < len(rest) and rest[j] == '"':
-            j += 1
-            while rest[j] != '"':
-                j += 2 if rest[j] == "\\" else 1
-            j += 1
-            value = jmx_unquote(rest[eq + 1 : j])
-        else:
-            end = rest.find(",", j)
-            j = len(rest) if end < 0 else end
-            value = rest[eq + 1 : j]
-        props[key] = value
-        i = j + 1
-    return domain, props
 
 
 @dataclass(frozen=True, slots=True)

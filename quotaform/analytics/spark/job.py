@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quotaform.analytics.configs import QuotaConfig, config_rows
-from quotaform.analytics.model import ISO_TIMESTAMP, USAGE_COLUMNS
+from quotaform.analytics.model import USAGE_COLUMNS
 from quotaform.analytics.spark import transforms
 from quotaform.analytics.spark.schemas import CONFIG_SCHEMA, USAGE_SCHEMA
 from quotaform.analytics.usage import (
@@ -42,6 +42,7 @@ from quotaform.analytics.usage import (
 )
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
+from quotaform.kafka.metrics import ISO_TIMESTAMP
 
 __all__ = ["config_frame", "read_usage_frame", "spark_session", "write_table"]
 

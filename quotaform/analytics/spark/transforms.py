@@ -1,10 +1,13 @@
 """The Spark engine's transforms: pure ``DataFrame -> DataFrame`` functions.
 
 No session, no reads, no writes here (:mod:`quotaform.analytics.spark.job`
-does those). Kafka's resolution rules are not written again: every level, the
-broker's two steps, the tag-based look-up order and the quota-key metrics are
-read from :mod:`quotaform.kafka.resolution` and :mod:`quotaform.kafka.keys`
-and turned into column expressions, so this engine and the Python one
+does those). Kafka's rules are not written again: every level, the broker's
+two steps, the tag-based look-up order and the quota-key metrics are read
+from :mod:`quotaform.kafka.resolution` and :mod:`quotaform.kafka.keys` and
+turned into column expressions; units, the throttle formula, user-tag
+decoding and group changes come from
+:mod:`quotaform.analytics.spark.columns`, built from the tables of
+:mod:`quotaform.kafka`. So this engine and the Python one
 (:mod:`quotaform.analytics.engine`) answer from the same tables; tests compare
 them row for row.
 
@@ -26,16 +29,23 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from quotaform.analytics.model import DEFAULT_WINDOW_S, PERCENTILES
+from quotaform.analytics.model import (
+    CENSORED_NOTE,
+    DEFAULT_HEADROOM,
+    DEFAULT_WINDOW_S,
+    PERCENTILES,
+)
+from quotaform.analytics.spark import columns
 from quotaform.kafka.entity import CLIENT_ID, IP, USER
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.resolution import (
     CLIENT_LEVELS,
+    GROUP_MERGES,
+    GROUP_SAME,
     IP_LEVELS,
     LOOKUP_BY_TAGS,
     TAG_LEVELS,
 )
-from quotaform.kafka.units import BYTE_UNITS, FORMAT_UNITS
 
 __all__ = [
     "impact",
@@ -164,11 +174,6 @@ def _first_existing(
     )
 
 
-def _decoded_user(user: Column) -> Column:
-    """The user tag with ``Sanitizer.sanitize`` undone (URL-decoding)."""
-    return F.when(user == "", F.lit("")).otherwise(F.url_decode(user))
-
-
 def _is_ip_key() -> Column:
     ip_keys = [k for k, s in QUOTA_KEYS.items() if IP in s.entity_types]
     return F.col("quota_key").isin(ip_keys)
@@ -194,7 +199,8 @@ def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     client = (
         distinct.where(~_is_ip_key())
         .withColumn(
-            "p_user", F.when(F.col("user") == "", _null()).otherwise(_decoded_user(F.col("user")))
+            "p_user",
+            F.when(F.col("user") == "", _null()).otherwise(columns.user_name(F.col("user"))),
         )
         .withColumn(
             "p_client", F.when(F.col("client_id") == "", _null()).otherwise(F.col("client_id"))
@@ -332,33 +338,14 @@ def _resolve_principals(requests: DataFrame, config: DataFrame, keys: Sequence[s
         "left",
     ).select("f.*", "m.mask")
     mask = F.coalesce(F.col("mask"), F.array().cast("array<string>"))
-    size = F.size(mask)
-    with_client_tag = {lvl.number for lvl in TAG_LEVELS if CLIENT_ID in lvl.tag_types}
-
-    def only(shape: str) -> Column:
-        return (size == 1) & F.array_contains(mask, shape)
-
-    user_tag = (
-        F.when((size == 0) | only("client-id"), F.lit(""))
-        .when(only("user") | only("user+client-id"), F.col("p_user"))
-        .when(F.col("found_level").isNull(), F.lit(""))
-        .otherwise(F.col("p_user"))
-    )
-    client_tag = (
-        F.when((size == 0) | only("client-id"), F.col("p_client"))
-        .when(only("user"), F.lit(""))
-        .when(only("user+client-id"), F.col("p_client"))
-        .when(F.col("found_level").isNull(), F.col("p_client"))
-        .when(F.col("found_level").isin(sorted(with_client_tag)), F.col("p_client"))
-        .otherwise(F.lit(""))
-    )
+    found_level = F.col("found_level")
     tagged = step1.select(
         *keys,
         "p_user",
         "p_client",
         "p_ip",
-        user_tag.alias("tag_user"),
-        client_tag.alias("tag_client"),
+        columns.step1_tag(USER, F.col("p_user"), mask, found_level).alias("tag_user"),
+        columns.step1_tag(CLIENT_ID, F.col("p_client"), mask, found_level).alias("tag_client"),
     )
     step2 = tagged.withColumn(
         "levels",
@@ -430,7 +417,8 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
     client = (
         groups.where(~_is_ip_key())
         .withColumn(
-            "p_user", F.when(F.col("user") == "", _null()).otherwise(_decoded_user(F.col("user")))
+            "p_user",
+            F.when(F.col("user") == "", _null()).otherwise(columns.user_name(F.col("user"))),
         )
         .withColumn(
             "p_client", F.when(F.col("client_id") == "", _null()).otherwise(F.col("client_id"))
@@ -467,26 +455,16 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
         F.lit(False).alias("split"),
     )
     resolved = resolved_client.unionByName(resolved_ip)
-    before_user = F.when(F.col("u.user") == "", F.lit("")).otherwise(_decoded_user(F.col("u.user")))
+    before_user = columns.user_name(F.col("u.user"))
     rows = util.alias("u").join(
         resolved.alias("a"), [F.col(f"u.{k}").eqNullSafe(F.col(f"a.{k}")) for k in keys], "left"
     )
-    is_ip = F.col("u.ip").isNotNull()
-    change = (
-        F.when(
-            ~is_ip
-            & (F.col("a.split") | F.col("a.tag_user").isNull() | F.col("a.tag_client").isNull()),
-            F.lit("splits"),
-        )
-        .when(
-            is_ip
-            | (
-                (before_user == F.col("a.tag_user"))
-                & (F.col("u.client_id") == F.col("a.tag_client"))
-            ),
-            F.lit("none"),
-        )
-        .otherwise(F.lit("merges"))
+    change = columns.group_change(
+        is_ip=F.col("u.ip").isNotNull(),
+        split=F.col("a.split"),
+        unknown_tag=F.col("a.tag_user").isNull() | F.col("a.tag_client").isNull(),
+        same_tags=(before_user == F.col("a.tag_user"))
+        & (F.col("u.client_id") == F.col("a.tag_client")),
     )
     tags_after = _tags_text(F.col("a.tag_user"), F.col("a.tag_client"), F.col("u.ip"))
     staged = rows.select(
@@ -507,10 +485,11 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
     )
     merged = Window.partitionBy("cluster", "broker", "quota_key", "tags_after")
     observed = F.when(
-        F.col("group_change") == "merges", F.sum(F.coalesce(F.col("p99"), F.lit(0.0))).over(merged)
+        F.col("group_change") == GROUP_MERGES,
+        F.sum(F.coalesce(F.col("p99"), F.lit(0.0))).over(merged),
     ).otherwise(F.coalesce(F.col("p99"), F.lit(0.0)))
     changed = staged.where(
-        (F.col("group_change") != "none")
+        (F.col("group_change") != GROUP_SAME)
         | ~F.col("quota_before").eqNullSafe(F.col("quota_after"))
         | ~F.col("level_before").eqNullSafe(F.col("level_after"))
         | ~F.col("entity_before").eqNullSafe(F.col("entity_after"))
@@ -522,13 +501,9 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
     with_observed = all_rows.join(
         keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in six], "left_semi"
     )
-    o, t = F.col("observed"), F.col("quota_after")
-    raw = F.floor((o - t) / t * F.lit(window_s * 1000.0) + F.lit(0.5)).cast("double")
-    capped = F.when(
-        F.col("quota_key").isin("request_percentage", "connection_creation_rate"),
-        F.least(raw, F.lit(1000.0)),
-    ).otherwise(raw)
-    predicted = F.when(t.isNull() | (t <= 0) | (o <= t), F.lit(0.0)).otherwise(capped)
+    predicted = columns.throttle_time_ms(
+        F.col("quota_key"), F.col("observed"), F.col("quota_after"), window_s=window_s
+    )
     return with_observed.select(
         "cluster",
         "broker",
@@ -545,7 +520,7 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
         "group_change",
         "tags_after",
         "p99",
-        predicted.cast("double").alias("predicted_throttle_ms"),
+        predicted.alias("predicted_throttle_ms"),
         "throttled_before",
         ((predicted > 0) & ~F.col("throttled_before")).alias("newly_throttled"),
     )
@@ -553,70 +528,10 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
 
 # ------------------------------------------------------------------ recommend
 
-_BINARY = sorted(((n, s) for n, s in BYTE_UNITS.items() if n.endswith("iB")), key=lambda u: -u[1])
 
-
-def _readable(key: Column, value: Column) -> Column:
-    """:func:`quotaform.analytics.model.readable_quota` as a column."""
-    eps = F.lit(1e-9)
-    byte_expr = F.greatest(F.lit(1.0), F.ceil(value - eps).cast("double"))
-    for _, size in reversed(_BINARY):  # the largest unit reached wins: built inside out
-        step = F.when(value < 10 * size, F.lit(size / 4)).otherwise(F.lit(float(size)))
-        byte_expr = F.when(value >= size, F.ceil(value / step - eps) * step).otherwise(byte_expr)
-    bytes_keys = [k for k, s in QUOTA_KEYS.items() if s.unit == "bytes/s"]
-    return (
-        F.when(key.isin(bytes_keys), byte_expr)
-        .when(
-            key == "controller_mutation_rate",
-            F.greatest(F.lit(0.1), F.ceil(value * 10 - eps) / 10),
-        )
-        .otherwise(F.greatest(F.lit(1.0), F.ceil(value - eps).cast("double")))
-        .cast("double")
-    )
-
-
-def _plain(value: Column) -> Column:
-    whole = value == F.floor(value)
-    return F.when(whole, F.floor(value).cast("long").cast("string")).otherwise(value.cast("string"))
-
-
-def _readable_text(key: Column, value: Column) -> Column:
-    """``format_quota_value`` of a whole number of bytes/s (the units of
-    :data:`~quotaform.kafka.units.FORMAT_UNITS` in its order), ``%`` or plain."""
-    text = _plain(value)
-    for name, size in reversed(FORMAT_UNITS):
-        hundredths = (value * 100 / size).cast("long")
-        exact = (value >= size) & (F.pmod(value * 100, F.lit(float(size))) == 0)
-        whole = F.floor(hundredths / 100).cast("long").cast("string")
-        frac = F.regexp_replace(
-            F.lpad(F.pmod(hundredths, F.lit(100)).cast("string"), 2, "0"), "0+$", ""
-        )
-        shown = F.when(frac == "", whole).otherwise(F.concat(whole, F.lit("."), frac))
-        text = F.when(exact & (value >= 1000), F.concat(shown, F.lit(name))).otherwise(text)
-    bytes_keys = [k for k, s in QUOTA_KEYS.items() if s.unit == "bytes/s"]
-    return (
-        F.when(key.isin(bytes_keys), text)
-        .when(key == "request_percentage", F.concat(_plain(value), F.lit("%")))
-        .otherwise(_plain(value))
-    )
-
-
-def _own_entity(user: Column, client: Column, ip: Column) -> Column:
-    """The JSON text of the entity of a group's own shape (see the Python engine)."""
-    decoded = _decoded_user(user)
-    opts = {"ignoreNullFields": "false"}
-    return (
-        F.when(ip.isNotNull(), F.to_json(F.struct(ip.alias("ip")), opts))
-        .when(
-            (user != "") & (client != ""),
-            F.to_json(F.struct(decoded.alias("user"), client.alias("client-id")), opts),
-        )
-        .when(user != "", F.to_json(F.struct(decoded.alias("user")), opts))
-        .otherwise(F.to_json(F.struct(client.alias("client-id")), opts))
-    )
-
-
-def recommend(util: DataFrame, *, quantile: str = "p99", headroom: float = 1.2) -> DataFrame:
+def recommend(
+    util: DataFrame, *, quantile: str = "p99", headroom: float = DEFAULT_HEADROOM
+) -> DataFrame:
     """:func:`quotaform.analytics.engine.recommend` in Spark (the columns of
     :data:`~quotaform.analytics.model.RECOMMEND_COLUMNS`)."""
     group = ["cluster", "user", "client_id", "ip", "quota_key"]
@@ -634,21 +549,20 @@ def recommend(util: DataFrame, *, quantile: str = "p99", headroom: float = 1.2) 
         F.col("censored") & F.col("quota_value").isNotNull(),
         F.greatest(target, F.col("quota_value") * F.lit(headroom)),
     ).otherwise(target)
-    recommended = _readable(F.col("quota_key"), target)
-    note = F.when(
-        F.col("censored"),
-        F.lit(
-            "throttled in the range: usage was held near the quota and true demand is "
-            "unknown; recommended at least the current quota"
-        ),
-    ).otherwise(_null())
+    # Materialised before it is written out: the text refers to it many times.
+    per_group = per_group.withColumn(
+        "recommended", columns.readable_quota(F.col("quota_key"), target)
+    )
+    note = F.when(F.col("censored"), F.lit(CENSORED_NOTE)).otherwise(_null())
     return per_group.select(
         *group,
         "quota_value",
         "peak_p99",
-        recommended.alias("recommended"),
-        _readable_text(F.col("quota_key"), recommended).alias("recommended_text"),
-        _own_entity(F.col("user"), F.col("client_id"), F.col("ip")).alias("entity"),
+        "recommended",
+        columns.quota_text(F.col("quota_key"), F.col("recommended")).alias("recommended_text"),
+        columns.own_entity_json(
+            columns.user_name(F.col("user")), F.col("client_id"), F.col("ip")
+        ).alias("entity"),
         "censored",
         note.alias("note"),
     )

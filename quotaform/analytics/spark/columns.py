@@ -1,0 +1,223 @@
+"""Kafka's rules as Spark column expressions, generated from the tables of
+:mod:`quotaform.kafka` (never written out a second time): readable rounding
+and unit formatting (:mod:`~quotaform.kafka.units`), the throttle formula and
+its caps (:mod:`~quotaform.kafka.throttle`), user-tag decoding
+(:mod:`~quotaform.kafka.metrics`), the broker's step-1 tags, the quota-group
+changes and a group's own entity (:mod:`~quotaform.kafka.resolution`).
+
+Each function takes and returns :class:`~pyspark.sql.Column` values and
+answers as its Python counterpart does, row for row: the conformance cases
+(``tests/conformance/units_throttle_cases.yaml``) run through both.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from quotaform.kafka.entity import CLIENT_ID, USER, shape_name
+from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.resolution import (
+    GROUP_CHANGES,
+    OWN_LEVELS,
+    TAG_LEVELS,
+    TAGS_BY_MASK,
+    UNMATCHED_TAG_TYPES,
+)
+from quotaform.kafka.throttle import THROTTLE_CAP_MS, THROTTLE_RULES
+from quotaform.kafka.units import (
+    BINARY_UNITS,
+    FORMAT_DECIMALS,
+    FORMAT_UNITS,
+    FORMAT_UNITS_FROM,
+    READABLE_EPSILON,
+    READABLE_FINE_BELOW,
+    READABLE_FINE_STEPS,
+    READABLE_STEPS_PER_UNIT,
+    UNIT_SUFFIX,
+)
+
+__all__ = [
+    "group_change",
+    "java_round",
+    "own_entity_json",
+    "quota_text",
+    "readable_quota",
+    "step1_tag",
+    "throttle_time_ms",
+    "user_name",
+]
+
+
+#: The units of the quota keys, in key order.
+_UNITS = tuple(dict.fromkeys(s.unit for s in QUOTA_KEYS.values()))
+
+
+def _keys_with_unit(unit: str) -> list[str]:
+    return [k for k, s in QUOTA_KEYS.items() if s.unit == unit]
+
+
+def _by_unit(key: Column, per_unit: Mapping[str, Column]) -> Column:
+    """``per_unit[unit of key]``; null for a key that is not a quota key."""
+    expr: Column | None = None
+    for unit, value in per_unit.items():
+        cond = key.isin(_keys_with_unit(unit))
+        expr = F.when(cond, value) if expr is None else expr.when(cond, value)
+    assert expr is not None
+    return expr
+
+
+# ------------------------------------------------------------------ units
+
+
+def readable_quota(key: Column, value: Column) -> Column:
+    """:func:`quotaform.kafka.units.readable_quota` (double ``value`` in the
+    unit of the quota key ``key``): a double, rounded up."""
+    eps = F.lit(READABLE_EPSILON)
+
+    def steps(per: int) -> Column:
+        return F.greatest(F.lit(1 / per), F.ceil(value * F.lit(per) - eps) / F.lit(per))
+
+    per_unit = {unit: steps(per) for unit, per in READABLE_STEPS_PER_UNIT.items()}
+    byte_expr = per_unit["bytes/s"]
+    for _, size in reversed(BINARY_UNITS):  # the largest unit reached wins: built inside out
+        step = F.when(
+            value < READABLE_FINE_BELOW * size, F.lit(size / READABLE_FINE_STEPS)
+        ).otherwise(F.lit(float(size)))
+        byte_expr = F.when(value >= size, F.ceil(value / step - eps) * step).otherwise(byte_expr)
+    per_unit["bytes/s"] = byte_expr
+    return _by_unit(key, per_unit).cast("double")
+
+
+def _plain(value: Column) -> Column:
+    """A whole double without ``.0``; others as Spark writes a double (see
+    :func:`quota_text`)."""
+    whole = value == F.floor(value)
+    return F.when(whole, F.floor(value).cast("long").cast("string")).otherwise(value.cast("string"))
+
+
+def quota_text(key: Column, value: Column) -> Column:
+    """:func:`quotaform.kafka.units.format_quota_value` for finite values:
+    a whole byte rate from :data:`~quotaform.kafka.units.FORMAT_UNITS_FROM`
+    in the first unit of :data:`~quotaform.kafka.units.FORMAT_UNITS` where it
+    is exact with at most :data:`~quotaform.kafka.units.FORMAT_DECIMALS`
+    decimals, else the plain number, with the unit's suffix (``%``).
+
+    Non-whole values are written as Spark casts a double to text (Java's
+    ``Double.toString``): Python's ``repr`` for the tenths a recommendation
+    holds (``2.1``), not for every double (``1.0E-5``, ``1.23456785E7``).
+    ``value`` appears in the expression some 60 times: pass a column, not a
+    computation."""
+    scale = 10**FORMAT_DECIMALS
+    in_unit: Column = F.lit(None).cast("string")
+    for name, size in reversed(FORMAT_UNITS):  # the first unit that fits wins: inside out
+        scaled = (value * scale / size).cast("long")
+        exact = (value >= size) & (F.pmod(value * scale, F.lit(float(size))) == 0)
+        whole = F.floor(scaled / scale).cast("long").cast("string")
+        frac = F.regexp_replace(
+            F.lpad(F.pmod(scaled, F.lit(scale)).cast("string"), FORMAT_DECIMALS, "0"), "0+$", ""
+        )
+        shown = F.when(frac == "", whole).otherwise(F.concat(whole, F.lit("."), frac))
+        in_unit = F.when(exact, F.concat(shown, F.lit(name))).otherwise(in_unit)
+    in_units = (
+        key.isin(_keys_with_unit("bytes/s"))
+        & (value >= FORMAT_UNITS_FROM)
+        & (value == F.floor(value))
+    )
+    suffix = _by_unit(key, {unit: F.lit(UNIT_SUFFIX.get(unit, "")) for unit in _UNITS})
+    return F.concat(F.coalesce(F.when(in_units, in_unit), _plain(value)), suffix)
+
+
+# ------------------------------------------------------------------ throttling
+
+
+def java_round(value: Column) -> Column:
+    """:func:`quotaform.kafka.throttle.java_round`: Java's ``Math.round`` of a
+    double (halves up, exact), as a double."""
+    whole = F.floor(value).cast("double")
+    return F.when(value - whole >= F.lit(0.5), whole + F.lit(1.0)).otherwise(whole)
+
+
+def throttle_time_ms(key: Column, observed: Column, quota: Column, *, window_s: float) -> Column:
+    """:func:`quotaform.kafka.throttle.throttle_time_ms`: ``Math.round((O - T)
+    / T * W_ms)`` when O > T, capped for the keys :data:`THROTTLE_RULES`
+    marks, 0.0 when O <= T or the quota is null (unlimited) or <= 0."""
+    raw = java_round((observed - quota) / quota * F.lit(window_s * 1000.0))
+    capped_keys = [k for k, rule in THROTTLE_RULES.items() if rule.capped]
+    throttle = F.when(key.isin(capped_keys), F.least(raw, F.lit(THROTTLE_CAP_MS))).otherwise(raw)
+    return (
+        F.when(quota.isNull() | (quota <= 0) | (observed <= quota), F.lit(0.0))
+        .otherwise(throttle)
+        .cast("double")
+    )
+
+
+# ------------------------------------------------------------------ names and groups
+
+
+def user_name(tag: Column) -> Column:
+    """:func:`quotaform.kafka.metrics.unsanitize_user`: ``url_decode`` (Java's
+    ``URLDecoder``, as Kafka's ``Sanitizer.desanitize``) after escaping what
+    the Python rule keeps as written and ``URLDecoder`` would not: ``+`` and a
+    ``%`` not followed by two hex digits (which make ``url_decode`` fail)."""
+    escaped = F.regexp_replace(F.regexp_replace(tag, "%(?![0-9A-Fa-f]{2})", "%25"), "[+]", "%2B")
+    return F.url_decode(escaped)
+
+
+def step1_tag(etype: str, name: Column, mask: Column, found_level: Column) -> Column:
+    """The broker's step-1 tag of type ``etype`` (``user`` or ``client-id``):
+    ``name`` where :data:`TAGS_BY_MASK` (for ``mask``, the array of the shape
+    names that set the key on the broker) or, when mixed, the first existing
+    level of :data:`TAG_LEVELS` (``found_level``, null when none:
+    :data:`UNMATCHED_TAG_TYPES`) sets that tag, else ``""``."""
+    size = F.size(mask)
+    expr: Column | None = None
+    for shapes, types in TAGS_BY_MASK.items():
+        cond = functools.reduce(
+            lambda a, b: a & b,
+            [F.array_contains(mask, shape_name(s)) for s in shapes],
+            size == len(shapes),
+        )
+        value = name if etype in types else F.lit("")
+        expr = F.when(cond, value) if expr is None else expr.when(cond, value)
+    assert expr is not None
+    unmatched = name if etype in UNMATCHED_TAG_TYPES else F.lit("")
+    levels = [lvl.number for lvl in TAG_LEVELS if etype in lvl.tag_types]
+    return (
+        expr.when(found_level.isNull(), unmatched)
+        .when(found_level.isin(levels), name)
+        .otherwise(F.lit(""))
+    )
+
+
+def group_change(is_ip: Column, split: Column, unknown_tag: Column, same_tags: Column) -> Column:
+    """:func:`quotaform.kafka.resolution.group_change` from its four facts
+    (booleans; null reads as false), looked up in :data:`GROUP_CHANGES`."""
+    facts: Sequence[Column] = (is_ip, split, unknown_tag, same_tags)
+    # The facts as the bits of an index into the table's outcomes.
+    code = functools.reduce(
+        lambda a, b: a + b,
+        [F.coalesce(f, F.lit(False)).cast("int") * (1 << i) for i, f in enumerate(facts)],
+    )
+    outcomes = [""] * (1 << len(facts))
+    for known, outcome in GROUP_CHANGES.items():
+        outcomes[sum(int(f) << i for i, f in enumerate(known))] = outcome
+    return F.element_at(F.array(*[F.lit(o) for o in outcomes]), code + 1)
+
+
+def own_entity_json(user: Column, client_id: Column, ip: Column) -> Column:
+    """:func:`quotaform.kafka.resolution.own_entity` of a group (``user`` the
+    decoded name; ``""`` for an empty tag) as the plan JSON's entity object:
+    the level of :data:`OWN_LEVELS` for its non-empty tags, ``{ip}`` for ip
+    groups."""
+    opts = {"ignoreNullFields": "false"}
+    names = {USER: user, CLIENT_ID: client_id}
+    expr = F.when(ip.isNotNull(), F.to_json(F.struct(ip.alias("ip")), opts))
+    for (has_user, has_client), level in OWN_LEVELS.items():
+        cond = ((user != "") == F.lit(has_user)) & ((client_id != "") == F.lit(has_client))
+        parts = [names[etype].alias(etype) for etype, _ in level.template]
+        expr = expr.when(cond, F.to_json(F.struct(*parts), opts))
+    return expr
