@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from quotaform.analytics.collect import collect_jmx
+from quotaform.app.collect import collect_jmx
 from quotaform.sandbox import BrokerOptions, start_broker, stop_broker
 from quotaform.sandbox.load import consume, produce
 

@@ -25,6 +25,7 @@ from quotaform.analytics import engine as py_engine
 from quotaform.analytics.configs import QuotaConfig, by_cluster
 from quotaform.analytics.model import (
     COLUMN_TYPES,
+    DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
     IMPACT_COLUMNS,
     RECOMMEND_COLUMNS,
@@ -109,7 +110,7 @@ class AnalyzeRequest:
     until: datetime | None = None
     window_s: float = DEFAULT_WINDOW_S
     quantile: str = "p99"
-    headroom: float = 1.2
+    headroom: float = DEFAULT_HEADROOM
 
 
 @dataclass

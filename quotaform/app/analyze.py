@@ -19,7 +19,7 @@ from pathlib import Path
 
 from quotaform.analytics.configs import QuotaConfig, read_snapshot, snapshot_lines
 from quotaform.analytics.jobs import AnalyzeRequest, AnalyzeResult, Command, Engine, run_analysis
-from quotaform.analytics.model import DEFAULT_WINDOW_S
+from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
 from quotaform.analytics.usage import LabelMap, UsageFormat
 from quotaform.app.common import ConnectionOptions, View, target
 from quotaform.cluster.connect import connect
@@ -108,7 +108,7 @@ class AnalyzeCommandRequest:
     plan_file: Path | None = None
     window_s: float = DEFAULT_WINDOW_S
     quantile: str = "p99"
-    headroom: float = 1.2
+    headroom: float = DEFAULT_HEADROOM
     write_into: Path | None = None
     connection: ConnectionOptions = field(default_factory=ConnectionOptions)
     view: View = field(default_factory=View)
@@ -351,7 +351,7 @@ def run_collect(request: CollectRequest) -> int:
     Raises:
         AnalyticsError, SandboxError: JmxTool cannot run or read the port.
     """
-    from quotaform.analytics.collect import collect_jmx
+    from quotaform.app.collect import collect_jmx
 
     with request.out.open("a", encoding="utf-8") as fh:
         return collect_jmx(

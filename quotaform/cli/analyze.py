@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from quotaform.analytics.jobs import Command, Engine
-from quotaform.analytics.model import DEFAULT_WINDOW_S
+from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
 from quotaform.analytics.usage import UsageFormat
 from quotaform.app.analyze import (
     AnalyzeCommandRequest,
@@ -288,7 +288,7 @@ def recommend(
     ] = "p99",
     headroom: Annotated[
         float, typer.Option("--headroom", min=1.0, help="Factor over the quantile.")
-    ] = 1.2,
+    ] = DEFAULT_HEADROOM,
     write_into: Annotated[
         Path | None,
         typer.Option(

@@ -29,7 +29,7 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from typer.testing import CliRunner
 
-from quotaform.analytics.collect import collect_jmx
+from quotaform.app.collect import collect_jmx
 from quotaform.cli.app import app
 from quotaform.sandbox import SandboxBroker
 from quotaform.sandbox.load import consume, produce

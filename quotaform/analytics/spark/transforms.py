@@ -182,6 +182,23 @@ def _is_ip_key() -> Column:
 # ------------------------------------------------------------------ resolve
 
 
+def _client_principals(groups: DataFrame) -> DataFrame:
+    """The user/client-id groups of ``groups`` with the principal their tags
+    name: ``p_user`` (the decoded user tag), ``p_client``, ``p_ip`` (null);
+    an empty tag is null (not known from the group)."""
+    return (
+        groups.where(~_is_ip_key())
+        .withColumn(
+            "p_user",
+            F.when(F.col("user") == "", _null()).otherwise(columns.user_name(F.col("user"))),
+        )
+        .withColumn(
+            "p_client", F.when(F.col("client_id") == "", _null()).otherwise(F.col("client_id"))
+        )
+        .withColumn("p_ip", _null())
+    )
+
+
 def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     """The quota each observed group is held to, from its tags (the broker's
     step 2, :data:`LOOKUP_BY_TAGS`); ip groups by ``{ip=a}`` then
@@ -196,19 +213,8 @@ def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     """
     keys = ["cluster", "quota_key", "user", "client_id", "ip"]
     distinct = groups.select(*keys).distinct()
-    client = (
-        distinct.where(~_is_ip_key())
-        .withColumn(
-            "p_user",
-            F.when(F.col("user") == "", _null()).otherwise(columns.user_name(F.col("user"))),
-        )
-        .withColumn(
-            "p_client", F.when(F.col("client_id") == "", _null()).otherwise(F.col("client_id"))
-        )
-        .withColumn("p_ip", _null())
-        .withColumn(
-            "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
-        )
+    client = _client_principals(distinct).withColumn(
+        "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
     )
     ip = (
         distinct.where(_is_ip_key())
@@ -414,17 +420,7 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
     :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
     keys = ["cluster", "quota_key", "user", "client_id", "ip"]
     groups = util.select(*keys).distinct()
-    client = (
-        groups.where(~_is_ip_key())
-        .withColumn(
-            "p_user",
-            F.when(F.col("user") == "", _null()).otherwise(columns.user_name(F.col("user"))),
-        )
-        .withColumn(
-            "p_client", F.when(F.col("client_id") == "", _null()).otherwise(F.col("client_id"))
-        )
-        .withColumn("p_ip", _null())
-    )
+    client = _client_principals(groups)
     resolved_client = _resolve_principals(client, after, keys)
     split = _variants(client, after, keys)
     rc, sp = resolved_client.alias("rc"), split.alias("sp")

@@ -1,5 +1,7 @@
-"""A collector: a broker's quota MBeans (read with Kafka's JmxTool) into the
-usage table, for the sandbox, demos and end-to-end tests.
+"""``quotaform analyze collect``'s step: a broker's quota MBeans (read with
+Kafka's JmxTool from the sandbox's jars) into the usage table, for the
+sandbox, demos and end-to-end tests. Here, above both the sandbox and the
+analytics, which know nothing of each other.
 
 Each read runs :func:`quotaform.sandbox.jmx.read_mbeans` once (JmxTool
 resolves its patterns per run, so groups that appear later are seen), maps
