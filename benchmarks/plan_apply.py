@@ -131,11 +131,12 @@ def measure(kind: str, bootstrap: str, n: int, manifest: str | None) -> dict[str
             got = client.describe_client_quotas([FilterComponent.any("user")], strict=True)
             assert len(got) >= n, (len(got), n)
         elif kind in ("plan", "apply"):
-            from quotaform.cluster.apply import ApplyStatus, apply_plan
+            from quotaform.cluster.apply import apply_plan
             from quotaform.cluster.read import read_live_state
             from quotaform.formats.plan import render_json
             from quotaform.manifest import load_manifests
             from quotaform.plan.diff import compute_plan
+            from quotaform.plan.outcome import ApplyStatus
             from quotaform.plan.review import review_plan
 
             assert manifest is not None

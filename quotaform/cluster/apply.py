@@ -32,7 +32,6 @@ from quotaform.kafka.entity import SHAPES, Entity
 from quotaform.kafka.units import same_quotas
 from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.outcome import (
-    APPLY_FORMAT_VERSION,
     ApplyResult,
     ApplyStatus,
     EntityOutcome,
@@ -40,11 +39,6 @@ from quotaform.plan.outcome import (
 )
 
 __all__ = [
-    "APPLY_FORMAT_VERSION",
-    "ApplyResult",
-    "ApplyStatus",
-    "EntityOutcome",
-    "EntityResult",
     "QuotaWriter",
     "alteration",
     "apply_plan",

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from quotaform.cli.app import app
 from quotaform.cli.apply import EXIT_BY_STATUS
-from quotaform.cluster.apply import ApplyResult, ApplyStatus, EntityOutcome, apply_plan
+from quotaform.cluster.apply import apply_plan
 from quotaform.cluster.lock import release
 from quotaform.cluster.wire import (
     QuotaAdminClient,
@@ -30,6 +30,7 @@ from quotaform.cluster.wire import (
 )
 from quotaform.kafka.entity import Entity
 from quotaform.plan.diff import compute_plan
+from quotaform.plan.outcome import ApplyResult, ApplyStatus, EntityOutcome
 from quotaform.plan.state import (
     DesiredEntity,
     DesiredState,

@@ -14,9 +14,10 @@ import quotaform.app.drift as drift_step
 import quotaform.cli.drift as drift_cli
 from quotaform.app.plan import make_plan
 from quotaform.cli.app import _QuotaformGroup
-from quotaform.cluster.apply import ApplyStatus, apply_plan
+from quotaform.cluster.apply import apply_plan
 from quotaform.formats.drift import DriftDocument
 from quotaform.kafka.entity import Entity
+from quotaform.plan.outcome import ApplyStatus
 from quotaform.plan.state import ChangeBudget
 
 from .helpers import barrier, config_command_view, eventually, quota, write_manifest

@@ -18,9 +18,10 @@ from quotaform.cli.app import _QuotaformGroup
 from quotaform.cli.export import register as register_export
 from quotaform.cli.plan import register as register_plan
 from quotaform.cli.validate import register as register_validate
-from quotaform.cluster.apply import ApplyStatus, apply_plan
+from quotaform.cluster.apply import apply_plan
 from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
+from quotaform.plan.outcome import ApplyStatus
 
 from .helpers import barrier, config_command_view
 

@@ -13,12 +13,13 @@ from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
 from quotaform.cli.app import app
-from quotaform.cluster.apply import ApplyStatus, apply_plan
+from quotaform.cluster.apply import apply_plan
 from quotaform.cluster.read import read_live_state
 from quotaform.formats.plan import PlanDocument
 from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
 from quotaform.plan.diff import compute_plan
+from quotaform.plan.outcome import ApplyStatus
 from quotaform.plan.state import DesiredEntity, DesiredState, Scope, ScopeRule, SourceLocation
 
 from .helpers import barrier, config_command_view, quota, write_manifest

@@ -4,7 +4,8 @@ plans and their reviews, without YAML or a broker."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from quotaform.formats.plan import PlanDocument, plan_data, render_json
 from quotaform.kafka.entity import SHAPES, Entity
@@ -148,3 +149,14 @@ def assert_plan_data_is_its_model(plan: Plan, review: PlanReview) -> None:
     assert data == modelled
     assert json.dumps(data, sort_keys=False) == json.dumps(modelled, sort_keys=False)  # order
     assert render_json(plan, review) == json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def data_paths(data: Any, loc: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    """Every path into plain data (dict keys and list indexes), the root first."""
+    yield loc
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from data_paths(value, (*loc, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from data_paths(value, (*loc, index))

@@ -11,10 +11,11 @@ from collections.abc import Callable
 import pytest
 
 from quotaform.cli.apply import EXIT_BY_STATUS
-from quotaform.cluster.apply import ApplyStatus, EntityOutcome, apply_plan
+from quotaform.cluster.apply import apply_plan
 from quotaform.cluster.wire.types import AlterOutcome, AlterResult, FilterComponent, QuotaAlteration
 from quotaform.errors import AuthorizationError, BrokerError
 from quotaform.kafka.entity import Entity
+from quotaform.plan.outcome import ApplyStatus, EntityOutcome
 from quotaform.render.apply import render_apply_text
 
 from .builders import desired_state, plan_of

@@ -5,7 +5,6 @@ locator saved plans use with it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quotaform.formats.jsonsource import json_lines
 from quotaform.manifest.pydantic_errors import SCHEMA_WORDS, Loc, Wording, validation_problems
 from quotaform.manifest.yamlsource import compose_documents, locate
+from tests.unit.builders import data_paths
 
 
 class _Volume(BaseModel):
@@ -121,16 +121,6 @@ def test_a_caller_s_own_words_come_first() -> None:
 # ----------------------------------------------------------------- JSON lines
 
 
-def _paths(data: Any, loc: Loc = ()) -> Iterator[Loc]:
-    yield loc
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _paths(value, (*loc, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from _paths(value, (*loc, index))
-
-
 DOCUMENT = {
     "a": [1, {"b": 'x"]}{[', "c": [[], {}, [1, 2]]}, "s"],
     "d": {"e": None, "f": True, "g": -1.5e3},
@@ -145,7 +135,7 @@ def test_json_lines_agree_with_the_yaml_node_tree(indent: int | None) -> None:
     # JSON is YAML: the YAML reader's node marks are the reference.
     text = json.dumps(DOCUMENT, indent=indent, ensure_ascii=indent == 4)
     ((_, node),) = compose_documents(text)
-    locs = [*_paths(DOCUMENT), ("a", 1, "missing"), ("missing",), ("a", 9)]
+    locs = [*data_paths(DOCUMENT), ("a", 1, "missing"), ("missing",), ("a", 9)]
     together = json_lines(text, locs)
     for loc in locs:
         alone = json_lines(text, [loc])  # everything else skipped

@@ -9,7 +9,7 @@ import io
 import os
 import sys
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from quotaform.manifest.yamlsource import (
     locate,
     read_documents,
 )
+from tests.unit.builders import data_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,16 +63,6 @@ EDGE_CASES = [
 ]
 
 
-def _paths(data: Any, loc: Loc = ()) -> Iterator[Loc]:
-    yield loc
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _paths(value, (*loc, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from _paths(value, (*loc, index))
-
-
 def _outcome(reader: Any, text: str) -> tuple[str, Any]:
     try:
         return "ok", list(reader(text))
@@ -90,7 +81,7 @@ def assert_same_reading(text: str) -> None:
     assert [plain for plain, _ in fast] == [plain for plain, _ in slow]
     for (plain, lines), (_, node) in zip(fast, slow, strict=True):
         extra: list[Loc] = [("spec", "nope"), ("spec", "quotas", 999), ("metadata", "x", "y")]
-        for loc in [*_paths(plain), *extra]:
+        for loc in [*data_paths(plain), *extra]:
             assert lines.locate(loc) == locate(node, loc), (text, loc)
 
 
@@ -252,7 +243,7 @@ def _reading(text: str) -> tuple[str, Any]:
         return kind, documents
     extra: list[Loc] = [("spec", "nope"), ("spec", "quotas", 999), ("metadata", "x", "y")]
     return kind, [
-        (plain, [lines.locate(loc) for loc in [*_paths(plain), *extra]])
+        (plain, [lines.locate(loc) for loc in [*data_paths(plain), *extra]])
         for plain, lines in documents
     ]
 
