@@ -58,6 +58,9 @@ __all__ = [
     "UNIT_SUFFIX",
     "QuotaValueError",
     "byte_unit",
+    "format_bytes",
+    "format_duration",
+    "format_measured",
     "format_quota_value",
     "java_double_text",
     "parse_quota_value",
@@ -464,3 +467,61 @@ def same_quotas(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
     """Whether two ``{quota key: quota value}`` maps set the same keys to the
     same values (:func:`same_value`)."""
     return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+
+
+def _significant(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits (at least the whole
+    part), trailing zeros dropped: ``1.0199`` -> ``1.02``, ``265.3`` ->
+    ``265``, ``50.0`` -> ``50``."""
+    if value == 0:
+        return "0"
+    whole_digits = len(str(int(abs(value)))) if abs(value) >= 1 else 1
+    decimals = max(0, digits - whole_digits)
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def format_bytes(value: float) -> str:
+    """Bytes (or bytes/s) for people, in the manifests' binary units with
+    three significant digits: ``53901000704`` -> ``50.2GiB``,
+    ``53687091200`` -> ``50GiB``, ``1069548`` -> ``1.02MiB``, ``512`` ->
+    ``512B``. Approximate: exact numbers belong in JSON (and a quota value
+    that must parse back is :func:`format_quota_value`'s)."""
+    if not math.isfinite(value):
+        return repr(value)
+    for name, size in BINARY_UNITS:
+        if abs(value) >= size:
+            return f"{_significant(value / size)}{name}"
+    return f"{_significant(value)}B"
+
+
+def format_measured(key: str, value: float) -> str:
+    """A measured rate of quota key ``key`` for people (usage, p99, max):
+    bytes/s keys in binary units (:func:`format_bytes`), ``request_percentage``
+    with ``%``, others plain, three significant digits."""
+    spec = QUOTA_KEYS.get(key)
+    if spec is not None and spec.unit == "bytes/s":
+        return format_bytes(value)
+    if not math.isfinite(value):
+        return repr(value)
+    return _significant(value) + (UNIT_SUFFIX.get(spec.unit, "") if spec is not None else "")
+
+
+_DURATION_PARTS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as the manifests write one, whole seconds: ``300`` ->
+    ``5m``, ``1201`` -> ``20m01s``, ``3661`` -> ``1h01m01s``, ``30`` -> ``30s``;
+    under a second ``0.5s``."""
+    if not math.isfinite(seconds):
+        return repr(seconds)
+    if abs(seconds) < 1:
+        return f"{_significant(seconds, 2)}s"
+    left = round(abs(seconds))
+    parts: list[str] = []
+    for name, size in _DURATION_PARTS:
+        count, left = divmod(left, size)
+        if count or (parts and left):
+            parts.append(f"{count:02d}{name}" if parts else f"{count}{name}")
+    return ("-" if seconds < 0 else "") + "".join(parts)

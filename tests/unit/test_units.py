@@ -285,3 +285,40 @@ def test_the_value_cache_never_hides_an_error_or_mixes_types() -> None:
     assert parse_quota_value("request_percentage", 12.5) == 12.5
     assert format_quota_value("request_percentage", 12.5) == "12.5%"
     assert format_quota_value("producer_byte_rate", 1536.0) == "1.5KiB"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (53901000704, "50.2GiB"),
+        (53687091200, "50GiB"),
+        (270553174016, "252GiB"),
+        (1069548, "1.02MiB"),
+        (271661, "265KiB"),
+        (1024, "1KiB"),
+        (512, "512B"),
+        (0, "0B"),
+    ],
+)
+def test_format_bytes_reads_in_the_manifests_units(value: float, text: str) -> None:
+    from quotaform.kafka.units import format_bytes
+
+    assert format_bytes(value) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(300, "5m"), (1201, "20m01s"), (3661, "1h01m01s"), (30, "30s"), (0.5, "0.5s"), (7200, "2h")],
+)
+def test_format_duration_reads_as_a_manifest_writes_it(seconds: float, text: str) -> None:
+    from quotaform.kafka.units import format_duration
+
+    assert format_duration(seconds) == text
+
+
+def test_format_measured_by_the_keys_unit() -> None:
+    from quotaform.kafka.units import format_measured
+
+    assert format_measured("producer_byte_rate", 1069548) == "1.02MiB"
+    assert format_measured("request_percentage", 12.3456) == "12.3%"
+    assert format_measured("connection_creation_rate", 3.14159) == "3.14"
