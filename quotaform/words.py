@@ -18,6 +18,12 @@ from quotaform.kafka.resolution import Fallback, Level, MetricTags, Principal, R
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.drift import DriftReport
 from quotaform.plan.guards import GuardKind, Violation
+from quotaform.plan.storage_types import (
+    StorageScaling,
+    StorageState,
+    applied_factor_text,
+    computed_factor_text,
+)
 
 __all__ = [
     "ALLOW_FLAGS",
@@ -30,6 +36,8 @@ __all__ = [
     "level_text",
     "missing_permissions",
     "principal_text",
+    "scaling_factor_text",
+    "storage_factor_text",
     "tags_text",
     "violation_line",
     "violation_message",
@@ -247,3 +255,17 @@ def drift_summary_line(report: DriftReport) -> str:
         f"{len(report.unexpected)} unexpected ({unmanaged} unmanaged "
         f"{'entity' if unmanaged == 1 else 'entities'} outside the scope left alone)."
     )
+
+
+def storage_factor_text(state: StorageState, applied: float, computed: float) -> str:
+    """``THROTTLE, factor 0.50 (volumes give 0.505)``: the factor written into
+    quotas first, the one the volumes give beside it."""
+    return (
+        f"{state.value}, factor {applied_factor_text(applied)} "
+        f"(volumes give {computed_factor_text(computed)})"
+    )
+
+
+def scaling_factor_text(scaling: StorageScaling) -> str:
+    """:func:`storage_factor_text` of a plan's storage scaling."""
+    return storage_factor_text(scaling.state, scaling.factor, scaling.computed)

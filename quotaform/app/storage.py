@@ -25,13 +25,15 @@ from quotaform.cluster.connect import check_cluster, connect
 from quotaform.cluster.profiles import ClusterTarget
 from quotaform.cluster.read import read_live_state
 from quotaform.cluster.storage import read_volumes
-from quotaform.errors import QuotaformError, StorageError
+from quotaform.errors import ClusterMismatchError, ManifestError, QuotaformError, StorageError
+from quotaform.kafka.units import format_duration, format_quota_value
 from quotaform.manifest import load_manifests
 from quotaform.plan.model import EntityChange, Plan
-from quotaform.plan.outcome import ApplyStatus
+from quotaform.plan.outcome import ApplyStatus, EntityOutcome
 from quotaform.plan.state import DesiredState
 from quotaform.plan.storage import only_scales, scale_desired
 from quotaform.plan.storage_types import StorageEvaluation, StoragePolicy, StorageScaling
+from quotaform.words import scaling_factor_text
 
 __all__ = [
     "SnapshotRequest",
@@ -40,6 +42,7 @@ __all__ = [
     "StatusRun",
     "WatchLevel",
     "WatchRequest",
+    "WatchRun",
     "require_policy",
     "run_snapshot",
     "run_status",
@@ -83,11 +86,15 @@ class StatusRequest:
 @dataclass(frozen=True, slots=True)
 class StatusRun:
     """The policy, its evaluation, and what each scaled entity's
-    ``producer_byte_rate`` becomes."""
+    ``producer_byte_rate`` becomes; ``cluster`` is the manifests' cluster and
+    ``source`` where the volume usage came from (``DescribeLogDirs``,
+    ``snapshots FILE...``, ``topic T``)."""
 
     policy: StoragePolicy
     evaluation: StorageEvaluation
     scaling: StorageScaling
+    cluster: str
+    source: str
 
 
 def run_status(request: StatusRequest) -> StatusRun:
@@ -108,7 +115,7 @@ def run_status(request: StatusRequest) -> StatusRun:
         policy = require_policy(desired)
         evaluation = evaluate_storage(policy, request.volumes, client=None)
         _, scaling = scale_desired(desired, policy, evaluation, {})
-        return StatusRun(policy, evaluation, scaling)
+        return StatusRun(policy, evaluation, scaling, desired.cluster, request.volumes.describe())
     desired, where = load_and_target(request.manifests, options, request.view)
     policy = require_policy(desired)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
@@ -118,7 +125,7 @@ def run_status(request: StatusRequest) -> StatusRun:
         )
         live = read_live_state(client, desired.scope, cluster_id=cluster_id)
         _, scaling = scale_desired(desired, policy, evaluation, live)
-    return StatusRun(policy, evaluation, scaling)
+    return StatusRun(policy, evaluation, scaling, desired.cluster, request.volumes.describe())
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +215,9 @@ class WatchRequest:
         iterations: stop after this many evaluations (``None``: run until
             interrupted).
         publish: also publish each evaluation's live snapshots to this
-            compacted topic (created when missing).
+            compacted topic.
+        create_topic: create the ``publish`` topic when missing (as
+            ``storage snapshot --create-topic``).
         log: receives each log line (timestamped, UTC) with its level.
         sleep, clock: ``time.sleep`` and ``time.monotonic`` (seconds).
         view: warnings of the connection settings.
@@ -220,42 +229,75 @@ class WatchRequest:
     interval_s: float = 30.0
     iterations: int | None = None
     publish: str | None = None
+    create_topic: bool = False
     log: Callable[[str, WatchLevel], None] = _ignore
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     view: View = field(default_factory=View)
 
 
-def run_watch(request: WatchRequest) -> int:
+@dataclass(frozen=True, slots=True)
+class WatchRun:
+    """How a watch ended (after ``iterations`` evaluations).
+
+    Attributes:
+        evaluations: evaluations made.
+        failed: evaluations that failed (logged, the next one retried).
+        last_error: the last evaluation's error (``None``: it succeeded), so
+            a one-shot run from cron exits non-zero when it did nothing.
+    """
+
+    evaluations: int
+    failed: int
+    last_error: QuotaformError | None = None
+
+
+#: Errors that no retry can mend: the watch stops at once.
+_FATAL = (ClusterMismatchError, ManifestError)
+
+
+def run_watch(request: WatchRequest) -> WatchRun:
     """Re-evaluate the storage policy every ``interval_s`` and apply the
-    scaled ``producer_byte_rate`` values only (any other change is logged
-    and left for a reviewed apply); a failed evaluation is logged and the
-    next one reconnects. Returns the number of evaluations made.
+    rescaled ``producer_byte_rate`` values only (creating entities, adding
+    keys and any other change are logged and left for a reviewed apply).
+    Every write is logged before it is sent, and its outcome after. A failed
+    evaluation is logged and the next one reconnects; the last one's error is
+    returned.
 
     Raises:
         ManifestError, StorageError (no policy), ClusterConfigError,
             ConnectionSettingsError: before the first evaluation.
+        ClusterMismatchError: the cluster is not the manifests' (at once:
+            retrying cannot mend it).
     """
     desired, where = load_and_target(request.manifests, request.connection, request.view)
     require_policy(desired)
-    done = 0
+    done = failed = 0
     while True:
         started = request.clock()
+        last = request.iterations is not None and done + 1 >= request.iterations
+        error: QuotaformError | None = None
         try:
             _watch_once(desired, where, request)
+        except _FATAL:
+            raise
         except QuotaformError as exc:
-            request.log(
-                f"{_now()} evaluation failed, retrying in {request.interval_s:g} s: {exc}",
-                WatchLevel.WARNING,
-            )
+            error = exc
+            failed += 1
+            then = "" if last else f", retrying in {format_duration(request.interval_s)}"
+            request.log(f"{_now()} evaluation failed{then}: {exc}", WatchLevel.WARNING)
         done += 1
-        if request.iterations is not None and done >= request.iterations:
-            return done
+        if last:
+            return WatchRun(done, failed, error)
         request.sleep(max(0.0, request.interval_s - (request.clock() - started)))
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _value(key: str, value: float | None) -> str:
+    return "(not set)" if value is None else format_quota_value(key, value)
 
 
 def _watch_once(desired: DesiredState, where: ClusterTarget, request: WatchRequest) -> None:
@@ -265,7 +307,12 @@ def _watch_once(desired: DesiredState, where: ClusterTarget, request: WatchReque
         if request.publish is not None and desired.storage is not None:
             found, _ = read_volumes(client, now=datetime.now(UTC))
             errors = publish_snapshots(
-                client, where.settings, request.publish, found, desired.storage, create=True
+                client,
+                where.settings,
+                request.publish,
+                found,
+                desired.storage,
+                create=request.create_topic,
             )
             for error in errors:
                 log(f"{_now()} publication error: {error}", WatchLevel.WARNING)
@@ -275,35 +322,42 @@ def _watch_once(desired: DesiredState, where: ClusterTarget, request: WatchReque
         assert plan.storage is not None
         scaling = plan.storage
         mine, others = storage_only(plan)
+        headline = scaling_factor_text(scaling)
         if others:
             log(
                 f"{_now()} {len(others)} other change(s) pending, not applied by watch "
-                "(review them with quotaform plan / apply)",
+                f"({', '.join(c.entity.label() for c in others[:5])}"
+                f"{', ...' if len(others) > 5 else ''}; review them with quotaform plan / apply)",
                 WatchLevel.WARNING,
             )
         if not mine.pending:
-            log(
-                f"{_now()} {scaling.state.value} factor {scaling.factor:.2f} "
-                f"(volumes {scaling.computed:.3f}): no change",
-                WatchLevel.QUIET,
-            )
+            log(f"{_now()} {headline}: no change", WatchLevel.QUIET)
             return
-        result = apply_plan(mine, client)
+        why = scaling.reason or "every volume within its soft limit"
         for change in mine.pending:
             for kc in change.key_changes:
                 log(
-                    f"{_now()} {scaling.state.value} factor {scaling.factor:.2f}: "
-                    f"{change.entity.label()} {kc.key} {kc.before:g} -> {kc.after:g} "
-                    f"({scaling.reason or 'every volume within its soft limit'})",
+                    f"{_now()} {headline}: writing {change.entity.label()} {kc.key} "
+                    f"{_value(kc.key, kc.before)} -> {_value(kc.key, kc.after)} ({why})",
                     WatchLevel.CHANGE,
+                )
+        result = apply_plan(mine, client)
+        for outcome in result.entities:
+            if outcome.outcome is not EntityOutcome.APPLIED:
+                log(
+                    f"{_now()} {outcome.change.entity.label()}: {outcome.outcome.value}"
+                    + (f": {outcome.message}" if outcome.message else ""),
+                    WatchLevel.WARNING,
                 )
         if result.status is not ApplyStatus.APPLIED:
             raise StorageError(f"applying the storage scaling ended {result.status.value}")
+        log(f"{_now()} applied {len(mine.pending)} rescale(s)", WatchLevel.CHANGE)
 
 
 def storage_only(plan: Plan) -> tuple[Plan, tuple[EntityChange, ...]]:
     """Split ``plan`` for ``storage watch``: the plan of the storage scalings
-    alone (changes whose only key change is a scaled ``producer_byte_rate``),
+    alone (rescales of a live ``producer_byte_rate``: see
+    :func:`~quotaform.plan.storage.only_scales`),
     and every other pending change (left for a reviewed ``apply``)."""
     storage = plan.storage
     declared = storage.declared() if storage is not None else {}

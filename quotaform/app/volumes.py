@@ -74,7 +74,9 @@ def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
     """Snapshots from files or directories (``*.json``, ``*.jsonl``, sorted).
 
     Raises:
-        StorageError: a missing file, bad JSON or a bad record (file, line, field).
+        StorageError: a missing file, bad JSON or a bad record (file, line,
+            field); no file or no record at all (an explicitly given source
+            that says nothing is an error, never an unknown-broker PAUSE).
     """
     from quotaform.formats.storage import read_snapshot_text  # pydantic models, when needed
 
@@ -86,6 +88,11 @@ def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
             files.append(path)
         else:
             raise StorageError(f"{path}: no such snapshot file or directory")
+    given = ", ".join(str(p) for p in paths)
+    if not files:
+        raise StorageError(
+            f"{given}: no snapshot files (*.json, *.jsonl) to read volume usage from"
+        )
     out: list[BrokerSnapshot] = []
     for file in files:
         try:
@@ -93,6 +100,8 @@ def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
         except (OSError, UnicodeDecodeError) as exc:
             raise StorageError(f"{file}: cannot read: {exc}") from None
         out += read_snapshot_text(text, str(file))
+    if not out:
+        raise StorageError(f"{given}: no snapshot record in {len(files)} file(s)")
     return out
 
 
@@ -102,6 +111,8 @@ def _topic_snapshots(settings: ConnectionSettings, topic: str) -> list[BrokerSna
     latest: dict[str, tuple[bytes, int]] = {}
     for key, value, offset in read_topic(settings, topic):
         latest[key] = (value, offset)  # the latest record per key wins (compaction's rule)
+    if not latest:
+        raise StorageError(f"topic {topic}: no snapshot record to read volume usage from")
     out = []
     for key, (value, offset) in sorted(latest.items()):
         where = f"topic {topic} key {key!r} offset {offset}"

@@ -33,9 +33,10 @@ from quotaform.cli.options import (
 )
 from quotaform.cli.output import OutputFormat, make_console, say
 from quotaform.cli.view import make_view
+from quotaform.errors import StorageError
 from quotaform.formats.storage import records_json_lines, render_status_json, status_document
 from quotaform.manifest.models import parse_duration
-from quotaform.render.storage import scaling_lines, status_markdown, status_text
+from quotaform.render.storage import status_markdown, status_text
 
 __all__ = ["register", "storage_app"]
 
@@ -47,7 +48,7 @@ storage_app = typer.Typer(
 )
 
 
-@storage_app.command("status")
+@storage_app.command("status", short_help="The policy's state and factor, per broker and volume.")
 @with_connection
 @with_volumes
 def status(
@@ -72,15 +73,21 @@ def status(
         )
     )
     policy, evaluation, scaling = run.policy, run.evaluation, run.scaling
+    cluster, source = run.cluster, run.source
     if output is OutputFormat.json:
-        typer.echo(render_status_json(status_document(policy, evaluation, scaling)), nl=False)
+        document = status_document(policy, evaluation, scaling, cluster=cluster, source=source)
+        typer.echo(render_status_json(document), nl=False)
     elif output is OutputFormat.markdown:
-        typer.echo(status_markdown(policy, evaluation), nl=False)
+        text = status_markdown(policy, evaluation, scaling, cluster=cluster, source=source)
+        typer.echo(text, nl=False)
     else:
-        typer.echo(status_text(policy, evaluation) + "\n" + "\n".join(scaling_lines(scaling)))
+        text = status_text(policy, evaluation, scaling, cluster=cluster, source=source)
+        typer.echo(text, nl=False)
 
 
-@storage_app.command("snapshot")
+@storage_app.command(
+    "snapshot", short_help="Write (or publish) one Volume Metrics snapshot per broker."
+)
 @with_connection
 def snapshot(
     manifests: Manifests,
@@ -129,7 +136,9 @@ def snapshot(
         typer.echo(text, nl=False)
 
 
-@storage_app.command("watch")
+@storage_app.command(
+    "watch", short_help="Re-evaluate on an interval and apply the rescaled quotas."
+)
 @with_connection
 @with_volumes
 def watch(
@@ -149,24 +158,35 @@ def watch(
         typer.Option(
             "--publish",
             metavar="TOPIC",
-            help="Also publish each evaluation's live snapshots to this compacted topic "
-            "(created with cleanup.policy=compact when missing).",
+            help="Also publish each evaluation's live snapshots to this compacted topic.",
         ),
     ] = None,
+    create_topic: Annotated[
+        bool,
+        typer.Option(
+            "--create-topic",
+            help="Create the --publish topic (cleanup.policy=compact) when it is missing.",
+        ),
+    ] = False,
 ) -> None:
-    """Re-evaluate the storage policy every --interval and apply the scaled
+    """Re-evaluate the storage policy every --interval and apply the rescaled
     producer_byte_rate values only when the state changes or the factor moves
     by more than the hysteresis step (the plan holds the live factor within
-    one step). Only storage scalings are applied; any other change is logged
-    and left for a reviewed `quotaform apply`. Survives a lost connection or a
-    restarted broker (the next evaluation reconnects) and logs every change."""
+    one step). Only rescales of existing quotas are applied; creating an
+    entity or any other change is logged and left for a reviewed `quotaform
+    apply`. Every write is logged before it is sent. Survives a lost
+    connection or a restarted broker (the next evaluation reconnects).
+
+    Exit codes: 0 when the last evaluation succeeded, 1 when it failed (or a
+    wrong cluster id, which stops the watch at once), so a one-shot
+    `--iterations 1` from cron reports a failure."""
     try:
         every = parse_duration(interval)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--interval") from None
     err = make_console(stderr=True)
     styles = {WatchLevel.CHANGE: None, WatchLevel.WARNING: "yellow", WatchLevel.QUIET: "dim"}
-    run_watch(
+    run = run_watch(
         WatchRequest(
             tuple(manifests),
             connection=connection,
@@ -174,10 +194,16 @@ def watch(
             interval_s=every,
             iterations=iterations,
             publish=publish,
+            create_topic=create_topic,
             log=lambda message, level: say(err, message, style=styles[level]),
             view=make_view(),
         )
     )
+    if run.last_error is not None:
+        raise StorageError(
+            f"the last evaluation failed ({run.failed} of {run.evaluations} failed): "
+            f"{run.last_error}"
+        )
 
 
 def register(app: typer.Typer) -> None:

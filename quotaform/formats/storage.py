@@ -275,8 +275,29 @@ class StorageStatusDocument(BaseModel):
     model_config = _FROZEN
     format_version: Literal[1]
     state: Literal["OPEN", "THROTTLE", "PAUSE"]
-    factor: float = Field(ge=0, le=1, description="The cluster's factor (0 under PAUSE).")
+    factor: float = Field(
+        ge=0,
+        le=1,
+        description="The factor the volumes give (0 under PAUSE), before the hysteresis "
+        "step and the hold: computed_factor.",
+    )
+    applied_factor: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="The factor written into the scaled producer_byte_rate values (a "
+        "multiple of the hysteresis step; the live one when held).",
+    )
+    computed_factor: float = Field(
+        default=0.0, ge=0, le=1, description="The factor the volumes give (same as factor)."
+    )
     reason: str | None = Field(description="Which broker and volume decide, or why unknown.")
+    cluster: str | None = Field(default=None, description="The manifests' cluster.")
+    source: str | None = Field(
+        default=None,
+        description="Where the volume usage came from: DescribeLogDirs, snapshots FILE..., "
+        "or topic TOPIC.",
+    )
     evaluated_at: datetime
     expected_brokers_known: bool = Field(
         description="The brokers that should report came from the cluster (DescribeCluster)."
@@ -307,8 +328,11 @@ def status_document(
     scaling: StorageScaling | None = None,
     *,
     publication_errors: int = 0,
+    cluster: str | None = None,
+    source: str | None = None,
 ) -> StorageStatusDocument:
-    """The JSON model of a storage evaluation."""
+    """The JSON model of a storage evaluation (exact bytes and factors;
+    ``cluster`` and ``source`` say what was judged from where)."""
     brokers = []
     usage: dict[str, float] = {}
     for broker in evaluation.brokers:
@@ -346,7 +370,11 @@ def status_document(
         format_version=1,
         state=evaluation.state.value,
         factor=round(evaluation.factor, 6),
+        applied_factor=None if scaling is None else scaling.factor,
+        computed_factor=round(evaluation.factor, 6),
         reason=evaluation.reason,
+        cluster=cluster,
+        source=source,
         evaluated_at=evaluation.evaluated_at,
         expected_brokers_known=evaluation.expected_known,
         policy=_policy_doc(policy),

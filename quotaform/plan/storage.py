@@ -29,8 +29,8 @@ from datetime import datetime
 from types import MappingProxyType
 
 from quotaform.kafka.entity import Entity
-from quotaform.kafka.units import same_value
-from quotaform.plan.model import EntityChange
+from quotaform.kafka.units import format_bytes, same_value
+from quotaform.plan.model import Action, EntityChange, KeyAction
 from quotaform.plan.state import DesiredEntity, DesiredState, LiveState
 from quotaform.plan.storage_types import (
     SCALED_KEY,
@@ -45,6 +45,7 @@ from quotaform.plan.storage_types import (
     StorageState,
     Volume,
     VolumeVerdict,
+    computed_factor_text,
 )
 
 __all__ = [
@@ -204,15 +205,22 @@ def _why(verdict: VolumeVerdict) -> str:
     volume = verdict.volume
     limit = "hard" if verdict.state is StorageState.PAUSE else "soft"
     return (
-        f"{verdict.label}: {volume.free:,} of {volume.capacity:,} bytes free, past its {limit} "
-        f"limit ({verdict.state.value} {verdict.factor:.2f})"
+        f"{verdict.label}: {format_bytes(volume.free)} of {format_bytes(volume.capacity)} free, "
+        f"past its {limit} limit ({verdict.state.value} {computed_factor_text(verdict.factor)})"
     )
 
 
 def only_scales(change: EntityChange, declared: Mapping[Entity, float]) -> bool:
-    """Whether ``change`` touches nothing but a scaled ``producer_byte_rate``
-    (``declared``: :meth:`StorageScaling.declared`, computed once by the caller)."""
-    return change.entity in declared and all(kc.key == SCALED_KEY for kc in change.key_changes)
+    """Whether ``change`` is a rescale and nothing else: an update of an
+    existing entity whose only key change moves a live ``producer_byte_rate``
+    of a scaled entity (``declared``: :meth:`StorageScaling.declared`,
+    computed once by the caller). Creating an entity, or adding the key to
+    one, is not a rescale: it is left for a reviewed apply."""
+    return (
+        change.action is Action.UPDATE
+        and change.entity in declared
+        and all(kc.key == SCALED_KEY and kc.action is KeyAction.CHANGE for kc in change.key_changes)
+    )
 
 
 def scaled_value(declared: float, state: StorageState, factor: float, pause_rate: float) -> float:

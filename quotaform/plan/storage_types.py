@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from quotaform.kafka.entity import Entity
+from quotaform.kafka.units import format_bytes
 from quotaform.plan.source import SourceLocation
 
 __all__ = [
+    "COMPUTED_FACTOR_DIGITS",
     "DEFAULT_PAUSE_RATE",
     "DEFAULT_STALE_AFTER_S",
     "DEFAULT_STEP",
@@ -37,7 +39,26 @@ __all__ = [
     "StorageState",
     "Volume",
     "VolumeVerdict",
+    "applied_factor_text",
+    "computed_factor_text",
 ]
+
+#: Decimals of a computed factor (a volume's, a broker's, the evaluation's)
+#: wherever one is shown; an applied factor is a multiple of the step
+#: (0.05 by default) and shows two.
+COMPUTED_FACTOR_DIGITS = 3
+
+
+def applied_factor_text(factor: float) -> str:
+    """The factor written into quotas, as every output shows it: ``0.50``."""
+    return f"{factor:.2f}"
+
+
+def computed_factor_text(factor: float) -> str:
+    """A factor the volumes give (before the step and the hold), as every
+    output shows it: ``0.505``."""
+    return f"{factor:.{COMPUTED_FACTOR_DIGITS}f}"
+
 
 #: The quota key the policy scales (the seed throttles produce only).
 SCALED_KEY = "producer_byte_rate"
@@ -93,7 +114,7 @@ class Limit:
     def __str__(self) -> str:
         if self.type is LimitType.MIN_FREE_PERCENTAGE:
             return f"{self.type.value} {self.level:g}%"
-        return f"{self.type.value} {int(self.level):,} B"
+        return f"{self.type.value} {format_bytes(self.level)}"
 
 
 class StorageState(enum.StrEnum):

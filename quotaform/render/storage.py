@@ -3,16 +3,19 @@ and ``storage status`` (text and markdown)."""
 
 from __future__ import annotations
 
-from quotaform.kafka.units import format_quota_value
+from quotaform.kafka.units import format_bytes, format_duration, format_quota_value
 from quotaform.plan.storage_types import (
     SCALED_KEY,
     StorageEvaluation,
     StoragePolicy,
     StorageScaling,
+    applied_factor_text,
+    computed_factor_text,
 )
 from quotaform.render.md import md_code, md_text
 
 __all__ = [
+    "policy_line",
     "scaling_headline",
     "scaling_lines",
     "scaling_markdown",
@@ -25,20 +28,22 @@ def _rate(value: float) -> str:
     return format_quota_value(SCALED_KEY, value)
 
 
+def _age(age_s: float | None) -> str:
+    return "no snapshot" if age_s is None else format_duration(age_s)
+
+
 def _ages(scaling: StorageScaling) -> str:
-    return ", ".join(
-        f"broker {b} {'no snapshot' if a is None else f'{a:.0f} s'}"
-        for b, a in scaling.ages.items()
-    )
+    return ", ".join(f"broker {b} {_age(a)}" for b, a in scaling.ages.items())
 
 
 def scaling_headline(scaling: StorageScaling) -> str:
-    """``Storage policy: THROTTLE, factor 0.40 (...)``."""
+    """``Storage policy: THROTTLE, factor 0.50 (volumes give 0.505; ...)``:
+    the factor written first, the one the volumes give beside it."""
     held = " (kept: within one step of the live factor)" if scaling.held else ""
     why = f"; {scaling.reason}" if scaling.reason else ""
     return (
-        f"Storage policy: {scaling.state.value}, factor {scaling.factor:.2f}{held} "
-        f"(volumes give {scaling.computed:.3f}{why})"
+        f"Storage policy: {scaling.state.value}, factor {applied_factor_text(scaling.factor)}"
+        f"{held} (volumes give {computed_factor_text(scaling.computed)}{why})"
     )
 
 
@@ -49,7 +54,8 @@ def scaling_lines(scaling: StorageScaling) -> list[str]:
     for key in scaling.scaled:
         lines.append(
             f"  {key.entity.label()}: {SCALED_KEY} declared {_rate(key.declared)} x "
-            f"{scaling.factor:.2f} ({scaling.state.value}) -> writes {_rate(key.written)}"
+            f"{applied_factor_text(scaling.factor)} ({scaling.state.value}) -> writes "
+            f"{_rate(key.written)}"
         )
     for entity in scaling.exempt:
         lines.append(f"  {entity.label()}: exempt, {SCALED_KEY} as declared")
@@ -64,35 +70,55 @@ def scaling_markdown(scaling: StorageScaling) -> list[str]:
         lines += ["| Entity | Declared | Factor | State | Written |", "|---|---|---|---|---|"]
         lines += [
             f"| {md_code(k.entity.label())} | {md_text(_rate(k.declared))} | "
-            f"{scaling.factor:.2f} | {scaling.state.value} | {md_text(_rate(k.written))} |"
+            f"{applied_factor_text(scaling.factor)} | {scaling.state.value} | "
+            f"{md_text(_rate(k.written))} |"
             for k in scaling.scaled
         ]
         lines.append("")
+    if scaling.exempt:
+        exempt = ", ".join(md_code(e.label()) for e in scaling.exempt)
+        lines += [f"Exempt ({SCALED_KEY} as declared): {exempt}", ""]
     return lines
 
 
-def _bytes(n: float) -> str:
-    """Bytes for people: ``250.5 GiB``, ``12.0 MiB``, ``512 B`` (JSON keeps exact integers)."""
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
+def policy_line(policy: StoragePolicy) -> str:
+    """``soft MinFreeBytes 100GiB, hard MinFreeBytes 50GiB, staleAfter 5m,
+    onUnknown PAUSE, pauseRate 1KiB``: in the manifests' units."""
+    return (
+        f"soft {policy.soft}, hard {policy.hard}, staleAfter "
+        f"{format_duration(policy.stale_after_s)}, onUnknown {policy.on_unknown.value}, "
+        f"pauseRate {_rate(policy.pause_rate)}"
+    )
 
 
-def status_text(policy: StoragePolicy, evaluation: StorageEvaluation) -> str:
-    """``storage status`` as text: the cluster state, then per broker and volume."""
+def _where(cluster: str, source: str) -> str:
+    return f'cluster "{cluster}", volume usage from {source}'
+
+
+def status_text(
+    policy: StoragePolicy,
+    evaluation: StorageEvaluation,
+    scaling: StorageScaling,
+    *,
+    cluster: str,
+    source: str,
+) -> str:
+    """``storage status`` as text: the scaling's headline (the factor
+    written first), where the numbers come from, the policy, then per broker
+    and volume, then what each scaled entity's ``producer_byte_rate``
+    becomes. Bytes and durations in the manifests' units; exact bytes are in
+    ``-o json``."""
     lines = [
-        f"Storage: {evaluation.state.value}, factor {evaluation.factor:.3f}"
-        + (f" ({evaluation.reason})" if evaluation.reason else ""),
-        f"Policy: soft {policy.soft}, hard {policy.hard}, staleAfter {policy.stale_after_s:g} s, "
-        f"onUnknown {policy.on_unknown.value}, pauseRate {_rate(policy.pause_rate)}",
+        scaling_headline(scaling),
+        f"Source: {_where(cluster, source)}",
+        f"Policy: {policy_line(policy)}",
         "",
     ]
     for broker in evaluation.brokers:
-        age = "no snapshot" if broker.age_s is None else f"snapshot {broker.age_s:.0f} s old"
-        head = f"broker {broker.broker_id}: {broker.status}, {age}"
-        if broker.state is not None:
-            head += f", {broker.state.value} {broker.factor:.3f}"
+        head = f"broker {broker.broker_id}: {broker.status}, "
+        head += "no snapshot" if broker.age_s is None else f"snapshot {_age(broker.age_s)} old"
+        if broker.state is not None and broker.factor is not None:
+            head += f", {broker.state.value} {computed_factor_text(broker.factor)}"
         if broker.reason:
             head += f" ({broker.reason})"
         lines.append(head)
@@ -100,11 +126,13 @@ def status_text(policy: StoragePolicy, evaluation: StorageEvaluation) -> str:
             vol = v.volume
             binding = f", {v.binding} limit binds" if v.binding else ""
             lines.append(
-                f"  {vol.name}: capacity {_bytes(vol.capacity)}, consumed {_bytes(vol.consumed)}, "
-                f"free {_bytes(vol.free)}; soft at {_bytes(vol.capacity - v.soft_at)} free, "
-                f"hard at {_bytes(vol.capacity - v.hard_at)} free{binding}: "
-                f"{v.state.value} {v.factor:.3f}"
+                f"  {vol.name}: capacity {format_bytes(vol.capacity)}, consumed "
+                f"{format_bytes(vol.consumed)}, free {format_bytes(vol.free)}; soft at "
+                f"{format_bytes(vol.capacity - v.soft_at)} free, hard at "
+                f"{format_bytes(vol.capacity - v.hard_at)} free{binding}: {v.state.value} "
+                f"{computed_factor_text(v.factor)}"
             )
+    lines += ["", *scaling_lines(scaling)[1:]]
     if not evaluation.expected_known:
         lines += [
             "",
@@ -113,19 +141,31 @@ def status_text(policy: StoragePolicy, evaluation: StorageEvaluation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def status_markdown(policy: StoragePolicy, evaluation: StorageEvaluation) -> str:
-    """``storage status`` as markdown: the state and one table row per volume."""
+def status_markdown(
+    policy: StoragePolicy,
+    evaluation: StorageEvaluation,
+    scaling: StorageScaling,
+    *,
+    cluster: str,
+    source: str,
+) -> str:
+    """``storage status`` as markdown, for a ticket or a review: the
+    scaling's headline, the source and the policy, one table row per
+    volume, and the scaled entities' ``producer_byte_rate`` values."""
+    scaled = scaling_markdown(scaling)
     lines = [
         "### quotaform storage status",
         "",
-        f"**{evaluation.state.value}, factor {evaluation.factor:.3f}**"
-        + (f": {md_text(evaluation.reason)}" if evaluation.reason else ""),
+        scaled[0],
+        "",
+        f"Source: {md_text(_where(cluster, source))}  ",
+        f"Policy: {md_text(policy_line(policy))}",
         "",
         "| Broker | Snapshot age | Volume | Capacity | Consumed | Free | Binds | State | Factor |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for b in evaluation.brokers:
-        age = "-" if b.age_s is None else f"{b.age_s:.0f} s"
+        age = "-" if b.age_s is None else format_duration(b.age_s)
         if not b.volumes:
             lines.append(
                 f"| {b.broker_id} | {age} | _{md_text(b.status)}: {md_text(b.reason or '')}_ "
@@ -134,9 +174,9 @@ def status_markdown(policy: StoragePolicy, evaluation: StorageEvaluation) -> str
         for v in b.volumes:
             vol = v.volume
             lines.append(
-                f"| {b.broker_id} | {age} | {md_code(vol.name)} | {_bytes(vol.capacity)} | "
-                f"{_bytes(vol.consumed)} | {_bytes(vol.free)} | {v.binding or ''} | "
-                f"{v.state.value} | {v.factor:.3f} |"
+                f"| {b.broker_id} | {age} | {md_code(vol.name)} | {format_bytes(vol.capacity)} | "
+                f"{format_bytes(vol.consumed)} | {format_bytes(vol.free)} | {v.binding or ''} | "
+                f"{v.state.value} | {computed_factor_text(v.factor)} |"
             )
-    lines.append("")
+    lines += ["", *scaled[2:]]
     return "\n".join(lines)

@@ -177,6 +177,10 @@ def test_snapshots_round_trip_through_the_compacted_topic_and_stale_ones_are_unk
     refused = cli("storage", "snapshot", str(manifests), "--bootstrap-server", bootstrap,
                   "--publish", topic, codes=(1,))  # fmt: skip
     assert "does not exist" in refused.output and "--create-topic" in refused.output
+    # watch --publish follows the same rule: no topic is created without --create-topic.
+    watched = cli("storage", "watch", str(manifests), "--bootstrap-server", bootstrap,
+                  "--publish", topic, "--iterations", "1", codes=(1,))  # fmt: skip
+    assert "does not exist" in watched.output and "--create-topic" in watched.output
     cli("storage", "snapshot", str(manifests), "--bootstrap-server", bootstrap,
         "--publish", topic, "--create-topic")  # fmt: skip
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
@@ -279,14 +283,78 @@ def test_watch_applies_only_when_the_factor_moves_and_survives_a_lost_connection
                   "--snapshots", str(snaps), "--interval", "0.2", "--iterations", "2")  # fmt: skip
     changes = [line for line in watched.output.splitlines() if "producer_byte_rate" in line]
     assert len(changes) == 2, watched.output  # svc-a and st-prod, once each
-    assert "THROTTLE factor 0.50" in changes[0] and "no change" in watched.output
+    assert "THROTTLE, factor 0.50 (volumes give 0.500): writing" in changes[0]
+    assert "producer_byte_rate 10MiB -> 5MiB" in watched.output  # the manifests' units
+    assert "no change" in watched.output
     view = users_view(config_command)
     assert view[SVC]["producer_byte_rate"] == 5 * MiB
     assert view[PLATFORM]["producer_byte_rate"] == 100 * MiB
+    # A lost cluster: every evaluation fails; the last one says so in the exit code.
     lost = cli("storage", "watch", str(manifests), "--bootstrap-server", "127.0.0.1:1",
                "--timeout", "1", "--snapshots", str(snaps), "--interval", "0.1",
-               "--iterations", "2")  # fmt: skip
-    assert lost.output.count("evaluation failed, retrying") == 2, lost.output
+               "--iterations", "2", codes=(1,))  # fmt: skip
+    assert lost.output.count("evaluation failed, retrying in 0.1s") == 1, lost.output
+    assert lost.output.count("evaluation failed: ") == 1, lost.output
+    assert "Error: the last evaluation failed (2 of 2 failed)" in lost.output
+    once = cli("storage", "watch", str(manifests), "--bootstrap-server", "127.0.0.1:1",
+               "--timeout", "1", "--snapshots", str(snaps), "--iterations", "1",
+               codes=(1,))  # fmt: skip
+    assert "retrying" not in once.output and "(1 of 1 failed)" in once.output
+
+
+def test_watch_never_creates_an_entity_and_logs_every_write(
+    kafka_broker,
+    clean,
+    config_command,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    bootstrap = kafka_broker.bootstrap
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    write(manifests, 30 * GiB, 10 * GiB)
+    cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve",
+        "--snapshots", str(_snapshot_file(tmp_path, consumed_gib=10)))  # fmt: skip
+    # st-prod is declared and scaled, but gone from the cluster (never created, or deleted).
+    config_command(["--alter", "--entity-type", "users", "--entity-name", "ANONYMOUS",
+                    "--entity-type", "clients", "--entity-name", "st-prod",
+                    "--delete-config", "producer_byte_rate"])  # fmt: skip
+    assert PROD not in users_view(config_command)
+    snaps = _snapshot_file(tmp_path, consumed_gib=80)  # THROTTLE 0.5
+    watched = cli("storage", "watch", str(manifests), "--bootstrap-server", bootstrap,
+                  "--snapshots", str(snaps), "--iterations", "1")  # fmt: skip
+    view = users_view(config_command)
+    assert PROD not in view, watched.output  # not created without review
+    assert view[SVC]["producer_byte_rate"] == 5 * MiB
+    writes = [line for line in watched.output.splitlines() if ": writing " in line]
+    assert len(writes) == 1 and "svc-a" in writes[0], watched.output
+    assert "1 other change(s) pending, not applied by watch" in watched.output
+    assert 'client-id="st-prod"' in watched.output
+    assert "Traceback" not in watched.output
+
+
+def test_watch_stops_at_once_on_the_wrong_cluster(
+    kafka_broker,
+    clean,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    manifests = tmp_path / "m"
+    write_manifest(
+        manifests / "m.yaml",
+        "storage",
+        [quota({"user": "svc-a"}, producer_byte_rate="10MiB")],
+        scope=[{"shape": "user"}],
+        cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
+        storage_policy={
+            "soft": {"type": "MinFreeBytes", "level": 30 * GiB},
+            "hard": {"type": "MinFreeBytes", "level": 10 * GiB},
+        },
+    )
+    snaps = _snapshot_file(tmp_path, consumed_gib=80)
+    wrong = cli("storage", "watch", str(manifests), "--bootstrap-server", kafka_broker.bootstrap,
+                "--snapshots", str(snaps), "--interval", "30s", "--iterations", "3",
+                codes=(1,))  # fmt: skip
+    assert "wrong cluster" in wrong.output and "retrying" not in wrong.output, wrong.output
+    assert wrong.output.count("Error:") == 1
 
 
 def _snapshot_file(tmp_path: Path, *, consumed_gib: int) -> Path:

@@ -240,7 +240,7 @@ def test_restoring_a_paused_quota_is_not_relaxing_and_round_trips_in_the_plan(
     [
         (
             "soft: {type: MinFreeBytes, level: 1GiB}\n    hard: {type: MinFreeBytes, level: 5GiB}",
-            "spec.storagePolicy: the soft limit (MinFreeBytes 1,073,741,824 B) must be reached "
+            "spec.storagePolicy: the soft limit (MinFreeBytes 1GiB) must be reached "
             "before the hard limit",
         ),
         (
