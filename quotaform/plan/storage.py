@@ -29,7 +29,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from quotaform.kafka.entity import Entity
-from quotaform.kafka.units import format_bytes, same_value
+from quotaform.kafka.units import format_bytes, format_duration, same_value
 from quotaform.plan.model import Action, EntityChange, KeyAction
 from quotaform.plan.state import DesiredEntity, DesiredState, LiveState
 from quotaform.plan.storage_types import (
@@ -142,7 +142,8 @@ def evaluate(
                     "stale",
                     snap.snapshot_at,
                     age,
-                    reason=f"snapshot {age:.0f} s old (staleAfter {policy.stale_after_s:g} s)",
+                    reason=f"snapshot {format_duration(age)} old "
+                    f"(staleAfter {format_duration(policy.stale_after_s)})",
                 )
             )
             continue

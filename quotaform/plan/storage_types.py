@@ -246,7 +246,8 @@ class StorageEvaluation:
             not rounded to the step).
         brokers: every broker judged, sorted by id.
         reason: what decides the state, e.g. ``broker 2 volume /data:
-            12.0 GiB free, THROTTLE 0.40`` (``None`` when OPEN with data).
+            12GiB of 250GiB free, past its soft limit (THROTTLE 0.400)``
+            (``None`` when OPEN with data).
         lack_of_data: ``onUnknown`` decided (the seed's "throttling applied
             due to lack of data" gauge).
         expected_known: the brokers that should report were known (from the

@@ -110,3 +110,9 @@ def test_storage_help_cuts_no_summary() -> None:
     assert "..." not in commands, commands
     watch = runner.invoke(app, ["storage", "watch", "--help"])
     assert "--create-topic" in watch.output
+
+
+def test_a_stale_snapshot_says_its_age_as_a_duration(tmp_path: Path) -> None:
+    text = _status("--snapshots", str(_snapshots(tmp_path, free=100 * GiB, age_s=1201)))
+    assert re.search(r"snapshot 20m0\ds old \(staleAfter 5m\)", text), text
+    assert "Storage policy: PAUSE, factor 0.00" in text  # onUnknown PAUSE
