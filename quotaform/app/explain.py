@@ -114,7 +114,7 @@ def run_explain(request: ExplainRequest) -> ExplainRun:
             raise ClusterConfigError("give manifests or --plan FILE, not both")
         from quotaform.formats.planfile import load_saved_plan  # only for --plan
 
-        saved = load_saved_plan(request.plan_file)
+        saved = load_saved_plan(request.plan_file, purpose="explain")
         before, after, changed = explain_change(
             QuotaIndex(saved.plan.before_entries()),
             QuotaIndex(saved.plan.after_entries()),
