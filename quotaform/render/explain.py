@@ -5,6 +5,7 @@ request (JSON: :mod:`quotaform.formats.explain`). Every sentence comes from
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 
@@ -43,6 +44,9 @@ _KEY_WIDTH = 26
 #: How much deeper than its line a wrapped line's continuation is indented.
 _HANG = 2
 _NAMES = {"user": "users", "client-id": "client ids"}
+#: A level (``level 2 {user=U, client-id=<default>}``) stays on one line.
+_UNBROKEN = re.compile(r"(?:level \d+ )?\{[^{}]*\}")
+_GLUE = "\x00"  # not whitespace to textwrap; never in a rendered line (escaped)
 
 
 def _wrap(lines: Sequence[str], width: int, indent: int = 2 + _KEY_WIDTH) -> list[str]:
@@ -55,13 +59,17 @@ def _wrap(lines: Sequence[str], width: int, indent: int = 2 + _KEY_WIDTH) -> lis
         if len(line) <= width:
             out.append(line)
             continue
-        out += textwrap.wrap(
-            line,
-            width=width,
-            subsequent_indent=" " * (indent + _HANG),
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
+        kept = _UNBROKEN.sub(lambda m: m.group().replace(" ", _GLUE), line)
+        out += [
+            wrapped.replace(_GLUE, " ")
+            for wrapped in textwrap.wrap(
+                kept,
+                width=width,
+                subsequent_indent=" " * (indent + _HANG),
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        ]
     return out
 
 

@@ -112,7 +112,11 @@ def test_explain_text_wraps_at_80_columns_keeping_the_indent() -> None:
     _header, *body = lines
     assert all(line == "" or line.startswith(("  ", "Hint: ")) for line in body)
     # a continuation sits deeper than the text it continues
-    assert "\n                              client-id=<default> (level 2" in result.stdout
+    assert "\n                              client-id=<default>\n" in result.stdout
+    # a level is never split
+    assert "\n                              (level 2 {user=U, client-id=<default>})\n" in (
+        result.stdout
+    )
     assert _flat(result.stdout).count("quota group user=svc-payments-api") == 3
 
 
