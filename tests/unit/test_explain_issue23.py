@@ -3,21 +3,23 @@ explain reads at 80 columns, and the flags and refusals speak one language."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from quotaform.cli.app import app
-from quotaform.formats.planfile import write_plan_file
+from quotaform.errors import PlanFileError
+from quotaform.formats.planfile import read_plan_file, write_plan_file
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Principal, QuotaIndex
 from quotaform.plan.explain import explain
 from quotaform.render.explain import render_explain_markdown, render_explain_text
 
-from .builders import desired_state, reviewed
-from .test_planfile import _forged
+from .builders import desired_state, example_plan, reviewed
 
 runner = CliRunner()
 MANIFESTS = Path(__file__).resolve().parents[2] / "examples" / "manifests"
@@ -183,10 +185,32 @@ def _send_1000x(plan: dict[str, Any]) -> None:
                 k["after"] = k["after"] * 1000
 
 
+def _forged_1000x(tmp_path: Path) -> Path:
+    """A saved plan whose key changes send 1,000 times the reviewed after
+    values, its (unkeyed) checksum recomputed as an attacker would."""
+    path = tmp_path / "plan.json"
+    write_plan_file(*example_plan(), path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    _send_1000x(doc["plan"])
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    doc["checksum"] = hashlib.sha256(canonical.encode()).hexdigest()
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
 def test_show_refuses_a_forged_plan_without_speaking_of_apply(tmp_path: Path) -> None:
-    path = _forged(tmp_path, _send_1000x)
+    path = _forged_1000x(tmp_path)
     shown = runner.invoke(app, ["show", str(path)])
     assert shown.exit_code == 1
     assert "follow from the plan's before and after" in shown.output
     assert "apply would send does not" not in shown.output
     assert "the key changes and actions it records do not follow" in shown.output
+
+
+def test_apply_keeps_its_own_wording_for_a_forged_plan(tmp_path: Path) -> None:
+    with pytest.raises(PlanFileError) as caught:
+        read_plan_file(_forged_1000x(tmp_path))
+    assert "what apply would send does not follow from the plan's before and after" in str(
+        caught.value
+    )
