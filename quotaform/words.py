@@ -27,7 +27,9 @@ from quotaform.plan.storage_types import (
 
 __all__ = [
     "ALLOW_FLAGS",
+    "NO_SENSOR",
     "allow_flag",
+    "change_text",
     "drift_summary_line",
     "effective_text",
     "entities_text",
@@ -35,10 +37,13 @@ __all__ = [
     "group_text",
     "level_text",
     "missing_permissions",
+    "offline_note",
     "principal_text",
     "scaling_factor_text",
     "storage_factor_text",
     "tags_text",
+    "unnamed_text",
+    "value_text",
     "violation_line",
     "violation_message",
 ]
@@ -208,14 +213,31 @@ def tags_text(tags: MetricTags) -> str:
     return ", ".join(shown) or "(no tags)"
 
 
+#: Why a key has no quota group.
+NO_SENSOR = "no entity sets this key for anyone, so the broker keeps no sensor for it"
+
+
+def value_text(resolution: Resolution) -> str:
+    """The effective value alone: ``10MiB`` or ``unlimited``."""
+    if resolution.value is None:
+        return "unlimited"
+    return format_quota_value(resolution.key, resolution.value)
+
+
+def change_text(was: Resolution, now: Resolution) -> str:
+    """One key before -> after: the source once when only the value moves
+    (``1MiB -> 2MiB from user=<default> (level 6 {user=<default>}), source
+    unchanged``), both sides in full otherwise."""
+    if was.entity == now.entity and now.entity is not None:
+        return f"{value_text(was)} -> {effective_text(now)}, source unchanged"
+    return f"{effective_text(was)} -> {effective_text(now)}"
+
+
 def group_text(resolution: Resolution) -> str:
     """Who shares the quota bucket of ``resolution`` on each broker (the
     quota group its metric tags name)."""
     if not resolution.recorded:
-        return (
-            "no quota group: no entity sets this key for anyone, so the broker "
-            "keeps no sensor for it"
-        )
+        return f"no quota group: {NO_SENSOR}"
     tags = resolution.tags
     if tags.ip:
         return f"one bucket for address {tags.ip} on each broker"
@@ -235,6 +257,41 @@ def group_text(resolution: Resolution) -> str:
     if resolution.unlimited:
         where += " (unlimited, but recorded)"
     return where
+
+
+#: Names listed in a hint before "and N more".
+NAMES_SHOWN = 5
+
+
+def unnamed_text(entity_type: str, name: str, named: Sequence[str], closest: Sequence[str]) -> str:
+    """``no entry names user "svc-paymnts-api"; the answer comes from defaults
+    (entries name users "svc-payments-api", ...; closest match "svc-payments-api")``."""
+    shown = ", ".join(json.dumps(n) for n in named[:NAMES_SHOWN])
+    more = len(named) - NAMES_SHOWN
+    if more > 0:
+        shown += f" and {more} more"
+    text = (
+        f"no entry names {entity_type} {json.dumps(name)}; the answer comes from defaults "
+        f"(entries name {_PLURAL[entity_type]} {shown}"
+    )
+    if closest:
+        text += f"; closest match {', '.join(json.dumps(c) for c in closest)}"
+    return text + ")"
+
+
+def offline_note(source: str, unused: Sequence[str]) -> str:
+    """The note that an offline explanation leaves connection options unused."""
+    flags = ", ".join(unused)
+    verb = "is" if len(unused) == 1 else "are"
+    if source == "manifests":
+        return (
+            f"explaining the manifests offline; {flags} {verb} not used (drop the manifests "
+            "to ask the live cluster)"
+        )
+    return (
+        f"explaining the saved plan offline; {flags} {verb} not used (drop --plan to ask "
+        "the live cluster)"
+    )
 
 
 def entities_text(n: int) -> str:

@@ -9,7 +9,7 @@ shipped), against manifests (offline), the live cluster, or a saved plan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, target
@@ -19,7 +19,14 @@ from quotaform.errors import ClusterConfigError
 from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal, QuotaIndex
 from quotaform.manifest import load_manifests
-from quotaform.plan.explain import ChangedKey, Explanation, explain, explain_change
+from quotaform.plan.explain import (
+    ChangedKey,
+    Explanation,
+    explain,
+    explain_change,
+    unnamed_names,
+)
+from quotaform.words import offline_note
 
 __all__ = ["ExplainRequest", "ExplainRun", "principal", "run_explain"]
 
@@ -64,7 +71,8 @@ class ExplainRequest:
         include_overrides: also list the less specific entries that match
             but are overridden.
         connection: where to connect when neither manifests nor a plan is given.
-        view: warnings.
+        view: warnings, and the note that connection options are not used
+            offline.
     """
 
     user: str | None = None
@@ -114,29 +122,56 @@ def run_explain(request: ExplainRequest) -> ExplainRun:
             raise ClusterConfigError("give manifests or --plan FILE, not both")
         from quotaform.formats.planfile import load_saved_plan  # only for --plan
 
-        saved = load_saved_plan(request.plan_file)
+        _note_unused_connection(request, "--plan")
+        saved = load_saved_plan(request.plan_file, purpose="explain")
+        after_index = QuotaIndex(saved.plan.after_entries())
         before, after, changed = explain_change(
             QuotaIndex(saved.plan.before_entries()),
-            QuotaIndex(saved.plan.after_entries()),
+            after_index,
             who,
             include_overrides=overrides,
         )
+        after = replace(after, unnamed=unnamed_names(after_index, who))
         where = f"saved plan {request.plan_file} for cluster {saved.plan.cluster!r}"
         if not saved.plan.sees_whole_cluster:
             where += "; live entities outside its scope are not in it"
         return ExplainRun(after, "plan", saved.plan.cluster, where, before, tuple(changed))
     if request.manifests:
+        _note_unused_connection(request, "manifests")
         desired = load_manifests(request.manifests, cluster=request.connection.cluster)
         where = (
             f"the manifests for cluster {desired.cluster!r}, offline: entities outside "
             "their scope are not known"
         )
-        explanation = explain(QuotaIndex(desired.quotas), who, include_overrides=overrides)
-        return ExplainRun(explanation, "manifests", desired.cluster, where)
+        return ExplainRun(
+            _explain(QuotaIndex(desired.quotas), who, overrides),
+            "manifests",
+            desired.cluster,
+            where,
+        )
     found = target(request.connection, request.view)
     with connect(found.settings, read_only=True, cluster_id=found.cluster_id) as client:
         cluster_id = client.cluster_id()
         live = describe_matching(client, None, cluster_id=cluster_id)
     where = f"the live cluster {cluster_id} ({len(live.entities)} entities)"
-    explanation = explain(QuotaIndex(live.entities), who, include_overrides=overrides)
-    return ExplainRun(explanation, "cluster", found.cluster, where)
+    return ExplainRun(
+        _explain(QuotaIndex(live.entities), who, overrides), "cluster", found.cluster, where
+    )
+
+
+def _explain(index: QuotaIndex, who: Principal, overrides: bool) -> Explanation:
+    explanation = explain(index, who, include_overrides=overrides)
+    return replace(explanation, unnamed=unnamed_names(index, who))
+
+
+def _note_unused_connection(request: ExplainRequest, source: str) -> None:
+    """Say which connection options an offline answer leaves unused (silence
+    would read as an answer from the cluster they name)."""
+    connection = request.connection
+    unused = [
+        flag
+        for flag in connection.flags_given()
+        if not (flag == "--cluster" and source == "manifests")  # it picks the manifests' cluster
+    ]
+    if unused:
+        request.view.note(offline_note(source, unused))

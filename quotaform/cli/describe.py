@@ -2,7 +2,8 @@
 
 For people who think in ``kafka-configs --describe``: the same options
 (``--entity-type users|clients|ips`` with ``--entity-name NAME`` or
-``--entity-default``, or the shorthands ``--user``, ``--client``, ``--ip``,
+``--entity-default``, or the shorthands ``--user``, ``--client`` (also
+``--client-id``, as ``explain`` spells it), ``--ip``,
 ``--user-defaults``, ``--client-defaults``, ``--ip-defaults``), the same
 strict filter (exactly the entities of the given types, as ``ConfigCommand``
 sends it), and in text the very lines it prints. Without any entity option,
@@ -145,7 +146,13 @@ def describe(
         bool, typer.Option("--user-defaults", help="The default user.")
     ] = False,
     client: Annotated[
-        str | None, typer.Option("--client", metavar="NAME", help="This client id.")
+        str | None,
+        typer.Option(
+            "--client",
+            "--client-id",
+            metavar="NAME",
+            help="This client id (--client-id, as explain spells it, is the same option).",
+        ),
     ] = None,
     client_defaults: Annotated[
         bool, typer.Option("--client-defaults", help="The default client id.")

@@ -21,10 +21,10 @@ from quotaform.cli.options import (
     Output,
     with_connection,
 )
-from quotaform.cli.output import OutputFormat, emit
+from quotaform.cli.output import OutputFormat, emit, make_console
 from quotaform.cli.view import make_view
 from quotaform.formats.explain import explain_document, render_explain_json
-from quotaform.render.explain import render_explain_markdown, render_explain_text
+from quotaform.render.explain import WIDTH, render_explain_markdown, render_explain_text
 
 __all__ = ["explain_command", "register"]
 
@@ -96,6 +96,9 @@ def explain_command(
             view=make_view(),
         )
     )
+    console = make_console()
+    # Wrapped to the terminal, or to 80 columns in a pipe or a log.
+    width = console.width if console.is_terminal else WIDTH
     emit(
         explain_document(
             run.explanation,
@@ -106,12 +109,13 @@ def explain_command(
         ),
         output,
         text=lambda _: render_explain_text(
-            run.explanation, where=run.where, before=run.before, changed=run.changed
+            run.explanation, where=run.where, before=run.before, changed=run.changed, width=width
         ),
         markdown=lambda _: render_explain_markdown(
             run.explanation, where=run.where, before=run.before, changed=run.changed
         ),
         json=render_explain_json,
+        console=console,
     )
 
 

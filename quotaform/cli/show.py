@@ -40,7 +40,7 @@ def show(
     The review shown is the one saved with the plan; apply judges the plan
     again with its own flags and the manifests given to it.
     """
-    saved = load_saved_plan(planfile)
+    saved = load_saved_plan(planfile, purpose="show")
     plan = saved.plan
     say(
         make_console(stderr=True),

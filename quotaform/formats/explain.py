@@ -8,7 +8,8 @@ The contract other tools read (fields are only ever added)::
      "quotas": {"<quota key>": {"value": number | null,      # null = unlimited
                                 "level": 1-8 | 1-2 (ip) | null,
                                 "entity": {type: name | null} | null,
-                                "metric_tags": {"user": ..., "client-id": ...} | {"ip": ...}}}}
+                                "metric_tags": {"user": ..., "client-id": ...} | {"ip": ...}}},
+     "unnamed": [{"entity_type", "name", "named_count", "closest", "hint"}]}
 
 with every quota key that can apply to the principal present. Values are in
 the key's unit (bytes/s, %, mutations/s, connections/s). For ``explain
@@ -39,12 +40,13 @@ from quotaform.kafka.resolution import (
 )
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation
-from quotaform.words import group_text
+from quotaform.words import group_text, unnamed_text
 
 __all__ = [
     "ExplainDocument",
     "KeyDoc",
     "KeyMovesDoc",
+    "UnnamedDoc",
     "explain_document",
     "key_doc",
     "key_explanation_from_doc",
@@ -113,6 +115,18 @@ class KeyMovesDoc(BaseModel):
     group_changed: bool = Field(description="The quota group (metric tags) changes.")
 
 
+class UnnamedDoc(BaseModel):
+    """A name of the principal no entry gives while entries give others of
+    its type: the answer comes from defaults (a typo?)."""
+
+    model_config = _FROZEN
+    entity_type: str = Field(description="user or client-id.")
+    name: str = Field(description="The name given.")
+    named_count: int = Field(description="How many names of the type entries give.")
+    closest: list[str] = Field(description="The named ones closest to the name, best first.")
+    hint: str = Field(description="The hint in words, as the text view prints it.")
+
+
 class ExplainDocument(BaseModel):
     """A quotaform explanation (JSON)."""
 
@@ -133,6 +147,11 @@ class ExplainDocument(BaseModel):
     )
     changes: dict[str, KeyMovesDoc] | None = Field(
         default=None, description="--plan: what moved per key."
+    )
+    unnamed: list[UnnamedDoc] = Field(
+        default_factory=list,
+        description="The principal's names no entry gives while entries give others "
+        "(the answer comes from defaults: a typo?), with the closest names given.",
     )
 
 
@@ -238,6 +257,16 @@ def explain_document(
         quotas={k: key_doc(v) for k, v in explanation.keys.items()},
         before=None if before is None else {k: key_doc(v) for k, v in before.keys.items()},
         changes=None if before is None else {c.key: moves_doc(c) for c in changed},
+        unnamed=[
+            UnnamedDoc(
+                entity_type=u.entity_type,
+                name=u.name,
+                named_count=len(u.named),
+                closest=list(u.closest),
+                hint=unnamed_text(u.entity_type, u.name, u.named, u.closest),
+            )
+            for u in explanation.unnamed
+        ],
     )
 
 

@@ -373,7 +373,9 @@ def _refuse(shown: str, what: str, lines: list[str]) -> PlanFileError:
     return PlanFileError(f"{shown}: {what}: {'; '.join(listed)}{more}. Refusing it; plan again.")
 
 
-def load_saved_plan(path: str | Path, *, env: Mapping[str, str] | None = None) -> SavedPlan:
+def load_saved_plan(
+    path: str | Path, *, env: Mapping[str, str] | None = None, purpose: str = "apply"
+) -> SavedPlan:
     """Load a saved plan and the review it was saved with (the review is for
     showing the plan; apply judges the plan again).
 
@@ -399,6 +401,9 @@ def load_saved_plan(path: str | Path, *, env: Mapping[str, str] | None = None) -
             (every such path listed, ``path: in the file != implied``). Paths
             in messages have unprintable characters escaped.
         PlanKeyError: ``QUOTAFORM_PLAN_KEY`` is set but empty.
+
+    ``purpose`` is the command reading the file (``apply``, ``show``,
+    ``explain``, ...): only apply's refusals speak of what it would send.
     """
     shown = escape_unprintable(str(path))
     key = signing_key(env)
@@ -450,10 +455,14 @@ def load_saved_plan(path: str | Path, *, env: Mapping[str, str] | None = None) -
     plan, review = plan_from_document(doc.plan)
     contradictions = _contradictions(doc.plan, plan)
     if contradictions:
+        what = (
+            "what apply would send does not"
+            if purpose == "apply"
+            else "the key changes and actions it records do not"
+        )
         raise _refuse(
             shown,
-            "what apply would send does not follow from the plan's before and after values "
-            "(the file was edited)",
+            f"{what} follow from the plan's before and after values (the file was edited)",
             contradictions,
         )
     return SavedPlan(plan, review, doc.quotaform_version, signed)

@@ -12,14 +12,19 @@ whatever the number of entries):
 * :func:`explain_change`: the same before and after a change, with what moved
   (value, source, quota group).
 * :func:`probe_impacts`: :func:`explain_change` for every declared probe.
+* :func:`unnamed_names`: the names of a principal no entry names while
+  entries name others (a typo answered from the defaults), with the closest
+  names entries do give.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from quotaform.kafka.entity import Entity
+from quotaform.kafka.entity import CLIENT_ID, USER, Entity
+from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import (
     Match,
     Principal,
@@ -36,9 +41,11 @@ __all__ = [
     "Explanation",
     "KeyExplanation",
     "ProbeImpact",
+    "Unnamed",
     "explain",
     "explain_change",
     "probe_impacts",
+    "unnamed_names",
 ]
 
 Entries = Mapping[Entity, Mapping[str, float]]
@@ -63,11 +70,63 @@ class KeyExplanation:
 
 
 @dataclass(frozen=True, slots=True)
+class Unnamed:
+    """A name of the principal that no entry names, while entries name others
+    of its type: the answer comes from defaults alone, which for a typo
+    (``svc-paymnts-api``) is a confident answer to the wrong question.
+
+    Attributes:
+        entity_type: ``user`` or ``client-id``.
+        name: the name given.
+        named: every name entries give for the type, sorted.
+        closest: the named ones closest to ``name`` (difflib), best first.
+    """
+
+    entity_type: str
+    name: str
+    named: tuple[str, ...]
+    closest: tuple[str, ...]
+
+
+#: Close matches offered for a name no entry gives.
+CLOSEST_SHOWN = 3
+
+
+def unnamed_names(index: QuotaIndex, principal: Principal) -> tuple[Unnamed, ...]:
+    """The user and client id of ``principal`` that no entry of ``index``
+    names while entries name other users / client ids (one scan of the
+    entries: for one explanation, not per principal of a benchmark)."""
+    if principal.is_ip:
+        return ()
+    parts = {USER: principal.user, CLIENT_ID: principal.client_id}
+    given = {t: n for t, n in parts.items() if n}  # unknown or no client id: nothing to check
+    if not given:
+        return ()
+    named: dict[str, set[str]] = {t: set() for t in given}
+    for key in QUOTA_KEYS:
+        for entity in index.entities(key):
+            for etype, name in entity.as_dict().items():
+                if name is not None and etype in named:
+                    named[etype].add(name)
+    found = []
+    for etype, name in given.items():
+        names = named[etype]
+        if names and name not in names:
+            ordered = tuple(sorted(names))
+            closest = difflib.get_close_matches(name, ordered, n=CLOSEST_SHOWN)
+            found.append(Unnamed(etype, name, ordered, tuple(closest)))
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
-    """Every quota key that can apply to ``principal``, in QUOTA_KEYS order."""
+    """Every quota key that can apply to ``principal``, in QUOTA_KEYS order;
+    ``unnamed``: its names no entry gives (:func:`unnamed_names`, filled in
+    by ``quotaform explain``)."""
 
     principal: Principal
     keys: Mapping[str, KeyExplanation]
+    unnamed: tuple[Unnamed, ...] = ()
 
     @property
     def unlimited(self) -> bool:

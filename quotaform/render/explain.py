@@ -5,6 +5,8 @@ request (JSON: :mod:`quotaform.formats.explain`). Every sentence comes from
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -14,15 +16,20 @@ from quotaform.kafka.units import format_quota_value
 from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation, ProbeImpact
 from quotaform.render.md import md_code, md_text
 from quotaform.words import (
+    NO_SENSOR,
+    change_text,
     effective_text,
     group_text,
     level_text,
     principal_text,
     tags_text,
+    unnamed_text,
+    value_text,
 )
 
 __all__ = [
     "VARIANTS_SHOWN",
+    "WIDTH",
     "probe_markdown",
     "probe_text",
     "render_explain_markdown",
@@ -31,7 +38,39 @@ __all__ = [
 
 #: Entries listed for a name left unknown; the rest are counted.
 VARIANTS_SHOWN = 5
+#: Columns the text explanation is wrapped to (a terminal passes its own width).
+WIDTH = 80
 _KEY_WIDTH = 26
+#: How much deeper than its line a wrapped line's continuation is indented.
+_HANG = 2
+_NAMES = {"user": "users", "client-id": "client ids"}
+#: A level (``level 2 {user=U, client-id=<default>}``) stays on one line.
+_UNBROKEN = re.compile(r"(?:level \d+ )?\{[^{}]*\}")
+_GLUE = "\x00"  # not whitespace to textwrap; never in a rendered line (escaped)
+
+
+def _wrap(lines: Sequence[str], width: int, indent: int = 2 + _KEY_WIDTH) -> list[str]:
+    """Each of ``lines`` wrapped at ``width`` columns, continuations indented
+    ``indent`` + 2 (never at column 0, and deeper than the text they continue);
+    names, MBeans and hyphenated words are never broken, so a longer one
+    overflows rather than splits."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        kept = _UNBROKEN.sub(lambda m: m.group().replace(" ", _GLUE), line)
+        out += [
+            wrapped.replace(_GLUE, " ")
+            for wrapped in textwrap.wrap(
+                kept,
+                width=width,
+                subsequent_indent=" " * (indent + _HANG),
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        ]
+    return out
 
 
 def _match_text(key: str, match: Match) -> str:
@@ -48,26 +87,42 @@ def _unknown(explained: KeyExplanation, principal_unknown: Sequence[str]) -> str
     more = len(explained.variants) - VARIANTS_SHOWN
     extra = f"; and {more} more" if more > 0 else ""
     what = " and ".join(principal_unknown) or "an unknown name"
+    names = _NAMES[principal_unknown[0]] if len(principal_unknown) == 1 else "names"
     return (
-        f"depends on the {what}: the value above is for names without entries of their "
-        f"own; these entries apply instead to the names they give: {shown}{extra}"
+        f"depends on the {what}: the value above is for {names} without entries of their "
+        f"own. {names.capitalize()} with entries of their own get these instead: {shown}{extra}"
     )
 
 
 def _group_line(res: Resolution) -> str:
+    if not res.recorded:  # no tags to name: nothing is recorded
+        return group_text(res)
     return f"quota group {tags_text(res.tags)}: {group_text(res)}"
+
+
+def _overridden_lines(key: str, explained: KeyExplanation) -> list[str]:
+    return [
+        f"  {'':<{_KEY_WIDTH}}* overridden: {_match_text(key, m)}" for m in explained.overridden
+    ]
 
 
 def _key_lines(explanation: Explanation, key: str, explained: KeyExplanation) -> list[str]:
     unknown = [t for t, n in explanation.principal.as_dict().items() if n is None and t != "ip"]
     lines = [f"  {key:<{_KEY_WIDTH}}{effective_text(explained.resolution)}"]
     lines.append(f"  {'':<{_KEY_WIDTH}}{_group_line(explained.resolution)}")
-    for match in explained.overridden:
-        lines.append(f"  {'':<{_KEY_WIDTH}}* overridden: {_match_text(key, match)}")
+    lines += _overridden_lines(key, explained)
     note = _unknown(explained, unknown)
     if note is not None:
         lines.append(f"  {'':<{_KEY_WIDTH}}{note}")
     return lines
+
+
+def _hints(explanation: Explanation) -> list[str]:
+    """The names no entry gives (a typo answered from the defaults)."""
+    return [
+        "Hint: " + unnamed_text(u.entity_type, u.name, u.named, u.closest)
+        for u in explanation.unnamed
+    ]
 
 
 def _unlimited_sentence(explanation: Explanation) -> str:
@@ -83,18 +138,25 @@ def render_explain_text(
     where: str,
     before: Explanation | None = None,
     changed: Sequence[ChangedKey] = (),
+    width: int = WIDTH,
 ) -> Text:
     """One principal, every key: value and source (level), quota group, the
     entries it overrides, what an unknown name changes. With ``before`` (a
-    saved plan): each key before -> after and what moved."""
+    saved plan): each key before -> after and what moved. Lines longer than
+    ``width`` wrap with their indent kept."""
     out = Text()
-    out.append(f"quotaform explain: {principal_text(explanation.principal)}", style="bold")
-    out.append(f"  ({where})\n\n")
+    head = f"quotaform explain: {principal_text(explanation.principal)}"
+    first, *rest = _wrap([f"{head}  ({where})"], width, indent=0)
+    out.append(head, style="bold")
+    out.append(first[len(head) :] + "".join(f"\n{line}" for line in rest) + "\n\n")
+    hints = _hints(explanation)
+    if hints:
+        out.append("\n".join(_wrap(hints, width, indent=4)) + "\n\n")
     if before is None:
         if explanation.unlimited:
-            out.append(_unlimited_sentence(explanation) + "\n\n")
+            out.append("\n".join(_wrap([_unlimited_sentence(explanation)], width, 0)) + "\n\n")
         for key, explained in explanation.keys.items():
-            out.append("\n".join(_key_lines(explanation, key, explained)) + "\n")
+            out.append("\n".join(_wrap(_key_lines(explanation, key, explained), width)) + "\n")
         return out
     moved = [c for c in changed if c.changed]
     out.append(
@@ -103,7 +165,8 @@ def render_explain_text(
         else "The plan changes nothing for this client.\n\n"
     )
     for change in changed:
-        out.append("\n".join(_change_lines(change)) + "\n")
+        lines = _change_lines(change) + _overridden_lines(change.key, change.after)
+        out.append("\n".join(_wrap(lines, width)) + "\n")
     return out
 
 
@@ -111,7 +174,7 @@ def _change_lines(change: ChangedKey) -> list[str]:
     was, now = change.before.resolution, change.after.resolution
     mark = "~" if change.changed else " "
     if change.value_changed or change.source_changed:
-        head = f"{effective_text(was)} -> {effective_text(now)}"
+        head = change_text(was, now)
     else:
         head = f"{effective_text(now)} (unchanged)"
     lines = [f"{mark} {change.key:<{_KEY_WIDTH}}{head}"]
@@ -127,19 +190,25 @@ def _group_change(change: ChangedKey) -> str:
     if not was.recorded:
         return f"new quota group {tags_text(now.tags)}: {group_text(now)}"
     if not now.recorded:
-        return f"quota group {tags_text(was.tags)} ends: {group_text(now)}"
+        return f"quota group {tags_text(was.tags)} ends: {NO_SENSOR}"
     return f"quota group moves: {tags_text(was.tags)} -> {tags_text(now.tags)} ({group_text(now)})"
 
 
 def _group_cell(change: ChangedKey) -> str:
     was, now = change.before.resolution, change.after.resolution
     if not change.group_changed:
-        return tags_text(now.tags)
+        return tags_text(now.tags) if now.recorded else "no quota group"
     if not was.recorded:
         return f"new: {tags_text(now.tags)}"
     if not now.recorded:
         return f"ends: {tags_text(was.tags)}"
     return f"moves: {tags_text(was.tags)} → {tags_text(now.tags)}"
+
+
+def _overridden_cell(key: str, explained: KeyExplanation) -> str:
+    return "".join(
+        f"<br>* overridden: {md_text(_match_text(key, m))}" for m in explained.overridden
+    )
 
 
 def render_explain_markdown(
@@ -156,15 +225,15 @@ def render_explain_markdown(
         md_text(where),
         "",
     ]
+    for hint in _hints(explanation):
+        lines += [f"> {md_text(hint)}", ""]
     if before is None:
         if explanation.unlimited:
             lines += [f"**{md_text(_unlimited_sentence(explanation))}**", ""]
         lines += ["| Quota key | Effective | Quota group |", "|---|---|---|"]
         for key, explained in explanation.keys.items():
             res = explained.resolution
-            extra = "".join(
-                f"<br>* overridden: {md_text(_match_text(key, m))}" for m in explained.overridden
-            )
+            extra = _overridden_cell(key, explained)
             lines.append(
                 f"| {md_code(key)} | {md_text(effective_text(res))}{extra} | "
                 f"{md_text(_group_line(res))} |"
@@ -174,9 +243,14 @@ def render_explain_markdown(
     for change in changed:
         was, now = change.before.resolution, change.after.resolution
         group = _group_cell(change)
+        if was.entity == now.entity and now.entity is not None and change.value_changed:
+            after = f"{value_text(now)}, source unchanged"
+        else:
+            after = effective_text(now)
+        extra = _overridden_cell(change.key, change.after)
         lines.append(
             f"| {'~' if change.changed else ''} | {md_code(change.key)} | "
-            f"{md_text(effective_text(was))} | {md_text(effective_text(now))} | {md_text(group)} |"
+            f"{md_text(effective_text(was))} | {md_text(after)}{extra} | {md_text(group)} |"
         )
     return "\n".join(lines) + "\n"
 

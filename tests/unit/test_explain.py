@@ -344,9 +344,9 @@ def test_explain_cli_on_manifests_and_a_saved_plan(tmp_path: Path) -> None:
         ["explain", str(manifests), "--user", "svc-payments-api", "--client-id", "payments-api"],
     )
     assert result.exit_code == 0, result.output
-    assert (
-        'producer_byte_rate        10MiB from user="svc-payments-api", client-id="payments-api"'
-        in result.stdout
+    assert (  # wrapped at 80 columns, the continuation under its text (issue 23)
+        '  producer_byte_rate        10MiB from user="svc-payments-api",\n'
+        '                              client-id="payments-api"\n' in result.stdout
     )
     as_json = runner.invoke(app, ["explain", str(manifests), "--ip", "192.0.2.10", "-o", "json"])
     assert json.loads(as_json.stdout)["quotas"]["connection_creation_rate"]["value"] == 100
