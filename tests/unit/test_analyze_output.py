@@ -132,3 +132,267 @@ def test_the_usage_plot_of_a_percentage_starts_at_zero() -> None:
     assert axis.get_ylabel() == "usage (%)"
     assert axis.get_ylim()[0] == 0
     assert any(t.get_text().endswith("%") for t in axis.get_yticklabels())
+
+
+# ----------------------------------------------------------------- 7: errors up front
+
+
+def test_out_that_is_a_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "afile"
+    out.write_text("", encoding="utf-8")
+    code, output = _analyze(
+        "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(FIXTURES / "usage.csv"),
+        "--out", str(out), "--engine", "python",
+    )  # fmt: skip
+    assert code == 1
+    assert f"--out {out} is a file: give a directory" in output
+    assert "Traceback" not in output and "engine:" not in output  # before the analysis
+
+
+def _manifest_dir(tmp_path: Path) -> Path:
+    manifests = tmp_path / "recm"
+    manifests.mkdir()
+    text = (FIXTURES / "manifest.yaml").read_text(encoding="utf-8")
+    (manifests / "manifest.yaml").write_text(text, encoding="utf-8")
+    return manifests
+
+
+def test_write_into_a_new_file_creates_it_and_keeps_untouched_lines(tmp_path: Path) -> None:
+    manifests = _manifest_dir(tmp_path)
+    before = (manifests / "manifest.yaml").read_text(encoding="utf-8")
+    into = manifests / "recommended.yaml"
+    code, output = _analyze(
+        "recommend", str(manifests), "--usage", str(FIXTURES / "usage.csv"),
+        "--out", str(tmp_path / "rec"), "--engine", "python", "--write-into", str(into),
+    )  # fmt: skip
+    assert code == 0, output
+    created = into.read_text(encoding="utf-8")
+    assert created.startswith("apiVersion: quotaform.io/v1\nkind: ClientQuotas\n")
+    assert "metadata:\n  cluster: prod-eu\n" in created
+    assert "- entity: {user: bob}" in created
+    from quotaform.manifest import load_manifests
+
+    assert load_manifests([manifests]).cluster == "prod-eu"  # the set still loads
+    # 12: the edited file differs only on the edited values; the flow-style
+    # scope line with single-key maps stays byte for byte.
+    after = (manifests / "manifest.yaml").read_text(encoding="utf-8")
+    changed = [
+        (a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b
+    ]
+    assert [a.strip() for a, _ in changed] == [
+        "values: {producer_byte_rate: 1MiB}",
+        "values: {connection_creation_rate: 10}",
+    ]
+    assert (
+        "  scope: [{shape: user}, {shape: client-id}, {shape: user+client-id}, {shape: ip}]\n"
+        in after
+    )
+
+
+def test_write_into_outside_the_manifests_is_refused_before_the_analysis(tmp_path: Path) -> None:
+    manifests = _manifest_dir(tmp_path)
+    code, output = _analyze(
+        "recommend", str(manifests), "--usage", str(FIXTURES / "usage.csv"),
+        "--out", str(tmp_path / "rec"), "--engine", "python",
+        "--write-into", str(tmp_path / "elsewhere" / "r.yaml"),
+    )  # fmt: skip
+    assert code == 1
+    assert "is not read with the manifests given" in output
+    assert not (tmp_path / "rec").exists()  # nothing ran
+
+
+def test_flow_sequences_of_one_key_maps_keep_their_braces(tmp_path: Path) -> None:
+    from quotaform.export.edit import ManifestFile
+
+    for scope in (
+        "[{shape: user}, {shape: client-id}]",
+        "[shape: user, shape: client-id]",  # written without braces: kept so too
+    ):
+        path = tmp_path / "m.yaml"
+        path.write_text(f"spec:\n  scope: {scope}\n", encoding="utf-8")
+        manifest = ManifestFile.read(path)
+        assert manifest.keeps_format
+        assert manifest.text() == f"spec:\n  scope: {scope}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-24", datetime(2026, 11, 24, tzinfo=UTC)),
+        ("2026-11-24T10:00", datetime(2026, 11, 24, 10, tzinfo=UTC)),
+        ("2026-11-24T10:00:00Z", datetime(2026, 11, 24, 10, tzinfo=UTC)),
+        ("2026-11-24T12:00:00+02:00", datetime(2026, 11, 24, 10, tzinfo=UTC)),
+    ],
+)
+def test_since_accepts_the_iso_forms(text: str, expected: datetime) -> None:
+    from quotaform.cli.analyze import parse_time
+
+    assert parse_time(text) == expected
+
+
+def test_since_accepts_a_duration_ago_and_names_the_forms_when_wrong(tmp_path: Path) -> None:
+    from quotaform.cli.analyze import parse_time
+
+    since = parse_time("24h")
+    ago = datetime.now(UTC) - since
+    assert timedelta(hours=24) <= ago < timedelta(hours=24, minutes=1)
+    code, output = _analyze(
+        "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(FIXTURES / "usage.csv"),
+        "--out", str(tmp_path), "--since", "yesterday",
+    )  # fmt: skip
+    assert code == 1
+    assert "'yesterday' is not a time: give 2026-11-24, 2026-11-24T10:00" in output
+    assert "valid datetime" not in output
+
+
+def test_every_bad_snapshot_line_is_reported_at_once(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    good = (FIXTURES / "snapshot.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    bad.write_text(
+        "\n".join(
+            [
+                good,
+                '{"format_version": 1, "cluster": "c", "entity": {"user": "a"}, '
+                '"quotas": {"x": 1}}',
+                '{"format_version": 2, "cluster": "", "entity": {"user": "a"}, '
+                '"quotas": {"producer_byte_rate": "1MiB"}}',
+                "nope",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    code, output = _analyze(
+        "utilisation", "--snapshot", str(bad), "--usage", str(FIXTURES / "usage.csv"),
+        "--out", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert code == 1
+    for problem in (
+        "bad.jsonl:2: quotas.x: not a quota key",
+        "bad.jsonl:3: format_version: expected 1, got 2",
+        "bad.jsonl:3: cluster: expected a non-empty string",
+        "bad.jsonl:3: quotas.producer_byte_rate: expected a number, got '1MiB'",
+        "bad.jsonl:4: not JSON",
+    ):
+        assert problem in output, output
+    assert "5 problem(s)" in output
+
+
+def test_a_java_stack_trace_becomes_one_line() -> None:
+    from quotaform.sandbox.jmx import java_message
+
+    trace = (
+        "Trying to connect to JMX url: service:jmx:rmi:///jndi/rmi://127.0.0.1:1/jmxrmi\n"
+        "java.io.IOException: Failed to retrieve RMIServer stub\n"
+        "\tat java.management.rmi/javax.management.remote.rmi.RMIConnector.connect(X.java:370)\n"
+        "Caused by: java.net.ConnectException: Connection refused\n"
+        "\tat java.base/java.net.Socket.<init>(Socket.java:507)\n"
+        "\t... 8 more\n"
+    )
+    assert java_message(trace) == "ConnectException: Connection refused"
+
+
+def test_collect_on_a_closed_jmx_port_says_what_to_check(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from quotaform.sandbox import jmx
+
+    stderr = (
+        "Could not connect to JMX url: service:jmx:rmi:///jndi/rmi://127.0.0.1:1/jmxrmi.\n"
+        "java.io.IOException: Failed to retrieve RMIServer stub\n"
+        "\tat java.base/java.net.Socket.<init>(Socket.java:507)\n"
+        "Caused by: java.net.ConnectException: Connection refused\n"
+        "\tat java.base/java.net.Socket.<init>(Socket.java:287)\n"
+    )
+    monkeypatch.setattr(
+        jmx,
+        "run_kafka_tool",
+        lambda *a, **k: subprocess.CompletedProcess([], 1, stdout="", stderr=stderr),
+    )
+    code, output = _analyze(
+        "collect", "--jmx-port", "1", "--out", str(tmp_path / "u.jsonl"),
+        "--cluster-name", "demo", "--seconds", "0",
+    )  # fmt: skip
+    assert code == 1
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert lines == [
+        "Error: JmxTool could not connect to the JMX port 127.0.0.1:1 (loopback): "
+        "ConnectException: Connection refused; check that the broker runs with JMX on that "
+        "port (quotaform sandbox up --jmx prints it) and give it as --jmx-port"
+    ]
+    assert "\tat " not in output
+
+
+# ----------------------------------------------------------------- 8: the live cluster's name
+
+
+def test_a_live_cluster_without_a_profile_takes_its_name_from_the_usage(tmp_path: Path) -> None:
+    from quotaform.analytics.jobs import Command
+    from quotaform.app.analyze import AnalyzeCommandRequest, UsageOptions, _live_cluster_name
+
+    def name(paths: tuple[Path, ...], default: str | None = None) -> str:
+        usage = UsageOptions(paths, default_cluster=default)
+        return _live_cluster_name(AnalyzeCommandRequest(Command.utilisation, usage, tmp_path))
+
+    assert name((FIXTURES / "usage.jsonl",)) == "prod-eu"  # the one cluster it names
+    assert name((FIXTURES / "usage.jsonl",), "analytics-demo") == "analytics-demo"
+    two = tmp_path / "two.jsonl"
+    line = (FIXTURES / "usage.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    two.write_text(line + "\n" + line.replace('"prod-eu"', '"prod-us"') + "\n", encoding="utf-8")
+    assert name((two,), "prod-us") == "prod-us"
+    # Several: refused before connecting, naming the option.
+    code, output = _analyze(
+        "utilisation", "--usage", str(two), "--out", str(tmp_path / "o"),
+        "--bootstrap-server", "127.0.0.1:1",
+    )  # fmt: skip
+    assert code == 1
+    assert "the usage names prod-eu, prod-us: give --default-cluster NAME" in output
+    assert "cannot reach" not in output
+
+
+# ----------------------------------------------------------------- 12: flags and help
+
+
+def test_collect_takes_durations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import quotaform.cli.analyze as cli_analyze
+
+    seen = []
+
+    monkeypatch.setattr(cli_analyze, "run_collect", lambda r: seen.append(r) or 0)
+    code, output = _analyze(
+        "collect", "--jmx-port", "9999", "--out", str(tmp_path / "u.jsonl"),
+        "--cluster-name", "demo", "--seconds", "30s", "--interval", "2s",
+    )  # fmt: skip
+    assert code == 0, output
+    assert (seen[0].seconds, seen[0].interval_s) == (30.0, 2.0)
+    code, output = _analyze(
+        "collect", "--jmx-port", "9999", "--out", str(tmp_path / "u.jsonl"),
+        "--cluster-name", "demo", "--seconds", "1m", "--interval", "0.1",
+    )  # fmt: skip
+    assert code == 1 and "at least 0.2s" in output
+
+
+def test_analyze_help_cuts_no_summary_and_names_placeholders() -> None:
+    result = runner.invoke(app, ["analyze", "--help"], terminal_width=100)
+    assert result.exit_code == 0
+    commands = result.output.split("Commands:", 1)[1]
+    assert "..." not in commands
+    for command in ("utilisation", "impact", "recommend", "collect"):
+        text = runner.invoke(app, ["analyze", command, "--help"], terminal_width=100).output
+        assert "BROKER" not in text and "SINCE" not in text and "UNTIL" not in text, command
+        if command != "collect":
+            assert "--since TIME" in text and "--until TIME" in text
+            assert "--snapshot, --quota-snapshot FILE" in text
+        assert "--broker ID" in text
+
+
+def test_quota_snapshot_is_the_same_option_as_snapshot(tmp_path: Path) -> None:
+    code, output = _analyze(
+        "utilisation", "--quota-snapshot", str(FIXTURES / "snapshot.jsonl"),
+        "--usage", str(FIXTURES / "usage.csv"), "--out", str(tmp_path), "--engine", "python",
+    )  # fmt: skip
+    assert code == 0, output
+    summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert summary["configurations"] == [f"prod-eu: snapshot {FIXTURES / 'snapshot.jsonl'}"]
