@@ -97,52 +97,84 @@ def read_snapshot(path: Path) -> list[QuotaConfig]:
     """The configurations (one per cluster) of a snapshot file.
 
     Raises:
-        AnalyticsError: unreadable file, or a line that is not a snapshot
-            entry (named by ``file:line`` and field).
+        AnalyticsError: unreadable file, or lines that are not snapshot
+            entries: every bad line at once, each ``file:line: field: message``.
     """
     by_cluster: dict[str, dict[Entity, dict[str, float]]] = defaultdict(dict)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise AnalyticsError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    problems: list[str] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AnalyticsError(f"{where}: not JSON: {exc.msg}") from None
-        if not isinstance(record, dict):
-            raise AnalyticsError(f"{where}: expected a JSON object per line")
-        version = record.get("format_version")
-        if version != SNAPSHOT_FORMAT_VERSION:
-            raise AnalyticsError(f"{where}: format_version: expected 1, got {version!r}")
-        cluster, raw_entity, quotas = (
-            record.get("cluster"),
-            record.get("entity"),
-            record.get("quotas"),
+        found = _snapshot_entry(line)
+        if isinstance(found, list):
+            problems += [f"{where}: {problem}" for problem in found]
+            continue
+        cluster, entity, quotas = found
+        by_cluster[cluster][entity] = quotas
+    if problems:
+        shown = problems[:SNAPSHOT_PROBLEMS_SHOWN]
+        more = len(problems) - len(shown)
+        raise AnalyticsError(
+            f"{path}: {len(problems)} problem(s), not a quota snapshot "
+            "(schemas/snapshot.schema.json):\n"
+            + "\n".join(shown)
+            + (f"\n... and {more} more" if more else "")
         )
-        if not isinstance(cluster, str) or not cluster:
-            raise AnalyticsError(f"{where}: cluster: expected a non-empty string")
-        try:
-            entity = Entity.from_mapping(raw_entity) if isinstance(raw_entity, dict) else None
-        except ValueError as exc:
-            raise AnalyticsError(f"{where}: entity: {exc}") from None
-        if entity is None or entity.shape_problem() is not None:
-            raise AnalyticsError(
-                f'{where}: entity: expected an entity object such as {{"user": "alice"}}'
-            )
-        if not isinstance(quotas, dict) or not all(
-            k in QUOTA_KEYS and isinstance(v, int | float) and not isinstance(v, bool)
-            for k, v in quotas.items()
-        ):
-            raise AnalyticsError(f"{where}: quotas: expected quota key -> number")
-        by_cluster[cluster][entity] = {k: float(v) for k, v in quotas.items()}
     return [
         QuotaConfig(cluster, entries, f"snapshot {path}")
         for cluster, entries in sorted(by_cluster.items())
     ]
+
+
+#: Problems of a snapshot file listed in the error (the rest are counted).
+SNAPSHOT_PROBLEMS_SHOWN = 50
+
+
+def _snapshot_entry(line: str) -> tuple[str, Entity, dict[str, float]] | list[str]:
+    """One snapshot line's ``(cluster, entity, quotas)``, or every problem
+    of it (``field: message``)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return [f"not JSON: {exc.msg}"]
+    if not isinstance(record, dict):
+        return ["expected a JSON object per line"]
+    problems: list[str] = []
+    version = record.get("format_version")
+    if version != SNAPSHOT_FORMAT_VERSION:
+        problems.append(f"format_version: expected 1, got {version!r}")
+    cluster, raw_entity, quotas = (
+        record.get("cluster"),
+        record.get("entity"),
+        record.get("quotas"),
+    )
+    if not isinstance(cluster, str) or not cluster:
+        problems.append(f"cluster: expected a non-empty string, got {cluster!r}")
+    entity: Entity | None = None
+    try:
+        entity = Entity.from_mapping(raw_entity) if isinstance(raw_entity, dict) else None
+    except ValueError as exc:
+        problems.append(f"entity: {exc}")
+    else:
+        if entity is None or entity.shape_problem() is not None:
+            problems.append('entity: expected an entity object such as {"user": "alice"}')
+    if not isinstance(quotas, dict):
+        problems.append("quotas: expected quota key -> number")
+    else:
+        for key, value in quotas.items():
+            if key not in QUOTA_KEYS:
+                problems.append(f"quotas.{key}: not a quota key (one of {', '.join(QUOTA_KEYS)})")
+            elif not isinstance(value, int | float) or isinstance(value, bool):
+                problems.append(f"quotas.{key}: expected a number, got {value!r}")
+    if problems or entity is None or not isinstance(quotas, dict):
+        return problems
+    assert isinstance(cluster, str)
+    return cluster, entity, {k: float(v) for k, v in quotas.items()}
 
 
 def config_rows(configs: Iterable[QuotaConfig]) -> list[dict[str, Any]]:

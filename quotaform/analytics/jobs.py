@@ -37,11 +37,15 @@ from quotaform.errors import AnalyticsError
 
 __all__ = [
     "AUTO_SPARK_BYTES",
+    "BUCKETS",
+    "BUCKET_LABELS",
     "TOP_ROWS",
     "AnalyzeRequest",
     "AnalyzeResult",
     "Command",
     "Engine",
+    "UsageSeries",
+    "group_label",
     "run_analysis",
 ]
 
@@ -60,6 +64,8 @@ TEXT_BYTES_PER_PARQUET_BYTE = 8
 TOP_ROWS = 20
 #: Groups plotted over time in the HTML report.
 PLOTTED = 6
+#: Samples plotted per group at most.
+MAX_POINTS = 5000
 
 
 class Command(enum.StrEnum):
@@ -113,6 +119,25 @@ class AnalyzeRequest:
     headroom: float = DEFAULT_HEADROOM
 
 
+@dataclass(frozen=True, slots=True)
+class UsageSeries:
+    """One plotted group's usage over time, against its quota.
+
+    Attributes:
+        title: the group as the reports name it (cluster, tags, broker).
+        cluster: the group's cluster.
+        quota_key: the quota key (its unit is the usage's unit).
+        quota: the governing quota value (``None``: unlimited).
+        points: ``(time, usage)`` in time order; times are UTC.
+    """
+
+    title: str
+    cluster: str
+    quota_key: str
+    quota: float | None
+    points: tuple[tuple[datetime, float], ...]
+
+
 @dataclass
 class AnalyzeResult:
     """What a run produced, for the reports and the summary.
@@ -125,7 +150,7 @@ class AnalyzeResult:
         usage_rows: usable usage rows read (in the time range).
         rejected: rows that could not be used.
         histogram: utilisation_p99 bucket -> groups (utilisation), else empty.
-        series: group label -> [(time, usage, quota)] for the plotted groups.
+        series: the plotted groups' usage over time (most loaded first).
         seconds: wall time by stage.
         extra: command-specific counts for the summary.
     """
@@ -137,7 +162,7 @@ class AnalyzeResult:
     usage_rows: int
     rejected: Rejections
     histogram: dict[str, int] = field(default_factory=dict)
-    series: dict[str, list[tuple[datetime, float, float | None]]] = field(default_factory=dict)
+    series: list[UsageSeries] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -147,8 +172,11 @@ _COLUMNS = {
     Command.impact: IMPACT_COLUMNS,
     Command.recommend: RECOMMEND_COLUMNS,
 }
-#: utilisation_p99 histogram buckets (upper bounds; the last is open).
-BUCKETS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1)
+#: utilisation_p99 histogram buckets (upper bounds). The last one is 1: a
+#: group at or over its quota falls in ``>= 1``, as the headline counts it.
+BUCKETS = (0.25, 0.5, 0.75, 0.9, 1.0)
+#: The histogram's labels in order: ``< 0.25`` ... ``< 1``, ``>= 1``, ``unlimited``.
+BUCKET_LABELS = (*(f"< {b:g}" for b in BUCKETS), f">= {BUCKETS[-1]:g}", "unlimited")
 
 
 def _bucket(value: float | None) -> str:
@@ -158,6 +186,12 @@ def _bucket(value: float | None) -> str:
         if value < bound:
             return f"< {bound:g}"
     return f">= {BUCKETS[-1]:g}"
+
+
+def _in_bucket_order(counts: Mapping[str, int]) -> dict[str, int]:
+    """Every bucket, in :data:`BUCKET_LABELS` order (empty ones as 0), so the
+    summary and the plot read left to right the same way every run."""
+    return {label: int(counts.get(label, 0)) for label in BUCKET_LABELS}
 
 
 def choose_engine(request: AnalyzeRequest) -> Engine:
@@ -190,13 +224,36 @@ def _ranked(command: Command, rows: list[dict[str, Any]]) -> list[dict[str, Any]
     return sorted(rows, key=lambda r: (not r["censored"], r["cluster"], r["user"], r["client_id"]))
 
 
-def _label(row: Mapping[str, Any]) -> str:
+def group_label(row: Mapping[str, Any]) -> str:
+    """A group as the reports name it: ``prod-eu: user=alice, client-id=ingest @1``."""
     if row.get("ip"):
-        return f"ip={row['ip']} {row['quota_key']} @{row['broker']}"
-    tags = ",".join(
-        f"{n}={row[c]}" for n, c in (("user", "user"), ("client-id", "client_id")) if row[c]
-    )
-    return f"{tags or '(no tags)'} {row['quota_key']} @{row['broker']}"
+        where = f"ip={row['ip']}"
+    else:
+        where = (
+            ", ".join(
+                f"{n}={row[c]}" for n, c in (("user", "user"), ("client-id", "client_id")) if row[c]
+            )
+            or "(no tags)"
+        )
+    broker = f" @{row['broker']}" if row.get("broker") else ""
+    return f"{row['cluster']}: {where}{broker}"
+
+
+def _series_of(
+    wanted: Sequence[Mapping[str, Any]], points: Mapping[int, list[tuple[datetime, float]]]
+) -> list[UsageSeries]:
+    """The plotted series, in ``wanted``'s (ranked) order."""
+    return [
+        UsageSeries(
+            title=f"{group_label(row)} {row['quota_key']}",
+            cluster=row["cluster"],
+            quota_key=row["quota_key"],
+            quota=row["quota_value"],
+            points=tuple(sorted(points[i])[:MAX_POINTS]),
+        )
+        for i, row in enumerate(wanted)
+        if points.get(i)
+    ]
 
 
 def run_analysis(
@@ -324,10 +381,11 @@ def _write_arrow(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path
 
 def _summarise(command: Command, rows: Sequence[Mapping[str, Any]], result: AnalyzeResult) -> None:
     if command is Command.utilisation:
-        result.histogram = {}
+        counts: dict[str, int] = {}
         for row in rows:
             bucket = _bucket(row["utilisation_p99"])
-            result.histogram[bucket] = result.histogram.get(bucket, 0) + 1
+            counts[bucket] = counts.get(bucket, 0) + 1
+        result.histogram = _in_bucket_order(counts)
         result.extra = {
             "groups": len(rows),
             "censored": sum(1 for r in rows if r["censored"]),
@@ -356,23 +414,21 @@ def _series_python(
     util: Sequence[Mapping[str, Any]],
     command: Command,
     ranked: Sequence[Mapping[str, Any]],
-) -> dict[str, list[tuple[datetime, float, float | None]]]:
+) -> list[UsageSeries]:
     if command is not Command.utilisation:
-        return {}
-    wanted = {
-        (r["cluster"], r["broker"], r["user"], r["client_id"], r["ip"], r["quota_key"]): r
-        for r in ranked[:PLOTTED]
-        if r["samples"]
+        return []
+    wanted = [r for r in ranked[:PLOTTED] if r["samples"]]
+    index = {
+        (r["cluster"], r["broker"], r["user"], r["client_id"], r["ip"], r["quota_key"]): i
+        for i, r in enumerate(wanted)
     }
-    series: dict[str, list[tuple[datetime, float, float | None]]] = {}
+    points: dict[int, list[tuple[datetime, float]]] = {}
     for row in rows:
         key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
-        found = wanted.get(key)
+        found = index.get(key)
         if found is not None and row.kind == "usage" and not math.isnan(row.value):
-            series.setdefault(_label(found), []).append(
-                (row.timestamp, row.value, found["quota_value"])
-            )
-    return {k: sorted(v) for k, v in series.items()}
+            points.setdefault(found, []).append((row.timestamp, row.value))
+    return _series_of(wanted, points)
 
 
 def _run_spark(
@@ -471,10 +527,12 @@ def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> Non
             .when(F.col("utilisation_p99") >= BUCKETS[-1], F.lit(f">= {BUCKETS[-1]:g}"))
             .otherwise(bucket)
         )
-        result.histogram = {
-            r["bucket"]: int(r["count"])
-            for r in frame.groupBy(bucket.alias("bucket")).count().collect()
-        }
+        result.histogram = _in_bucket_order(
+            {
+                r["bucket"]: int(r["count"])
+                for r in frame.groupBy(bucket.alias("bucket")).count().collect()
+            }
+        )
         agg = frame.agg(
             F.count("*").alias("groups"),
             F.sum(F.col("censored").cast("int")).alias("censored"),
@@ -501,9 +559,7 @@ def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> Non
         result.extra = {"recommendations": result.rows, "censored": int(censored)}
 
 
-def _series_spark(
-    usage: Any, top: Sequence[Mapping[str, Any]]
-) -> dict[str, list[tuple[datetime, float, float | None]]]:
+def _series_spark(usage: Any, top: Sequence[Mapping[str, Any]]) -> list[UsageSeries]:
     """The usage samples of the ``top`` groups over time: one query (a join
     with the groups), not one scan per group."""
     from pyspark.sql import functions as F
@@ -512,7 +568,7 @@ def _series_spark(
 
     wanted = [r for r in top if r["samples"]]
     if not wanted:
-        return {}
+        return []
     spark = usage.sparkSession
     groups = spark.createDataFrame(
         [
@@ -537,10 +593,7 @@ def _series_spark(
         .select("g", "timestamp", "value")
         .collect()
     )
-    series: dict[str, list[tuple[datetime, float, float | None]]] = {}
+    series: dict[int, list[tuple[datetime, float]]] = {}
     for point in points:
-        row = wanted[int(point["g"])]
-        series.setdefault(_label(row), []).append(
-            (point["timestamp"], point["value"], row["quota_value"])
-        )
-    return {k: sorted(v)[:5000] for k, v in series.items()}
+        series.setdefault(int(point["g"]), []).append((point["timestamp"], point["value"]))
+    return _series_of(wanted, series)

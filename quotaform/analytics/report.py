@@ -16,17 +16,27 @@ import html
 import io
 import json
 import math
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quotaform.analytics.jobs import BUCKETS, AnalyzeRequest, AnalyzeResult, Command
+from quotaform.analytics.jobs import (
+    BUCKET_LABELS,
+    AnalyzeRequest,
+    AnalyzeResult,
+    Command,
+    UsageSeries,
+    group_label,
+)
 from quotaform.formats.analyze import AnalyzeSummary, RejectedDoc, render_summary_json
 from quotaform.kafka.keys import QUOTA_KEYS
-from quotaform.kafka.units import format_quota_value
+from quotaform.kafka.units import BINARY_UNITS, format_bytes, format_measured, format_quota_value
 
-__all__ = ["summary_of", "write_reports"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["histogram_figure", "report_figures", "series_figure", "summary_of", "write_reports"]
 
 _COLUMNS = {
     Command.utilisation: (
@@ -95,33 +105,28 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _group(row: Mapping[str, Any]) -> str:
-    if row.get("ip"):
-        where = f"ip={row['ip']}"
-    else:
-        where = (
-            ", ".join(
-                f"{n}={row[c]}" for n, c in (("user", "user"), ("client-id", "client_id")) if row[c]
-            )
-            or "(no tags)"
-        )
-    broker = f" @{row['broker']}" if row.get("broker") else ""
-    return f"{row['cluster']}: {where}{broker}"
+_QUOTA_COLUMNS = ("quota_value", "quota_before", "quota_after")
+_MEASURED_COLUMNS = ("p99", "peak_p99")
 
 
 def _cell(key: str, column: str | None, row: Mapping[str, Any]) -> str:
+    """One table cell for people: quotas exact as a manifest writes them
+    (:func:`format_quota_value`, pasteable), measured usage with three
+    significant digits in the same units (:func:`format_measured`); the
+    Parquet table and summary.json keep the exact numbers."""
     if column is None:
         if key == "group":
-            return _group(row)
+            return group_label(row)
         return f"{row.get('level_before')} -> {row.get('level_after')}"
     value = row.get(column)
     if value is None:
-        return "unlimited" if column in ("quota_value", "quota_before", "quota_after") else ""
-    if column in ("quota_value", "quota_before", "quota_after", "p99", "peak_p99"):
+        return "unlimited" if column in _QUOTA_COLUMNS else ""
+    if column in _QUOTA_COLUMNS:
         if not math.isfinite(value):
             return ""
-        shown = round(value) if QUOTA_KEYS[row["quota_key"]].unit == "bytes/s" else value
-        return format_quota_value(row["quota_key"], float(shown))
+        return format_quota_value(row["quota_key"], float(value))
+    if column in _MEASURED_COLUMNS:
+        return format_measured(row["quota_key"], float(value)) if math.isfinite(value) else ""
     if column in ("utilisation_p99", "throttled_share"):
         return f"{value:.0%}"
     if column == "predicted_throttle_ms":
@@ -181,48 +186,109 @@ def _markdown(request: AnalyzeRequest, result: AnalyzeResult) -> str:
     return "\n".join(lines)
 
 
-def _png(figure: Any) -> str:
+def _png(figure: Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _plots(request: AnalyzeRequest, result: AnalyzeResult) -> list[tuple[str, str]]:
-    """``(caption, base64 PNG)`` per plot."""
+def histogram_figure(histogram: Mapping[str, int], *, clusters: Sequence[str] = ()) -> Figure:
+    """The distribution of ``utilisation_p99``: one bar per bucket, in
+    :data:`BUCKET_LABELS` order (``< 0.25`` ... ``< 1``, ``>= 1``,
+    ``unlimited``), whole-number counts."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    figure = Figure(figsize=(6, 2.8))
+    axis = figure.add_subplot()
+    labels = list(BUCKET_LABELS)
+    colours = ["#c44e52" if label == ">= 1" else "#4c72b0" for label in labels]
+    axis.bar(labels, [histogram.get(label, 0) for label in labels], color=colours)
+    axis.set_xlabel("usage p99 / quota")
+    axis.set_ylabel("group series")
+    axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_ylim(bottom=0)
+    where = f" ({', '.join(clusters)})" if clusters else ""
+    axis.set_title(f"Utilisation at p99{where}")
+    return figure
+
+
+def _unit_formatter(quota_key: str) -> Any:
+    """Tick labels in the quota key's unit: bytes/s in binary units
+    (``512KiB``), never a ``1e6`` offset."""
+    from matplotlib.ticker import FuncFormatter
+
+    if QUOTA_KEYS[quota_key].unit == "bytes/s":
+        return FuncFormatter(lambda v, _pos: format_bytes(v))
+    return FuncFormatter(lambda v, _pos: format_measured(quota_key, v))
+
+
+def _binary_step(top: float) -> float:
+    """A tick step for a bytes/s axis up to ``top``: a power-of-two fraction
+    or multiple of a binary unit (256KiB, 512KiB, 1MiB...), at most 6 ticks."""
+    size = next((size for _, size in BINARY_UNITS if top >= size), 1)
+    factor = 1 / 8
+    while top / (size * factor) > 6:
+        factor *= 2
+    return size * factor
+
+
+def series_figure(series: UsageSeries) -> Figure:
+    """One group's usage over time against its quota (a dashed line): a rate
+    axis from zero in the key's unit, UTC times as month-day hours, the
+    cluster in the title, the legend below the plot (never over the line)."""
+    import matplotlib.dates as mdates
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.4, 3.0))
+    axis = figure.add_subplot()
+    times: Any = [t if t.tzinfo else t.replace(tzinfo=UTC) for t, _ in series.points]
+    values = [v for _, v in series.points]
+    unit = QUOTA_KEYS[series.quota_key].unit
+    axis.plot(times, values, lw=1, label=f"usage ({series.quota_key})")
+    top = max(values, default=0.0)
+    if series.quota is not None:
+        axis.axhline(
+            series.quota,
+            ls="--",
+            color="#c44e52",
+            label=f"quota {format_quota_value(series.quota_key, float(series.quota))}",
+        )
+        top = max(top, series.quota)
+    axis.set_ylim(bottom=0, top=top * 1.15 if top > 0 else 1)
+    if unit == "bytes/s" and top > 0:
+        from matplotlib.ticker import MultipleLocator
+
+        axis.yaxis.set_major_locator(MultipleLocator(_binary_step(top * 1.15)))
+    axis.yaxis.set_major_formatter(_unit_formatter(series.quota_key))
+    axis.set_ylabel(f"usage ({unit})")
+    locator = mdates.AutoDateLocator(tz=UTC)
+    axis.xaxis.set_major_locator(locator)
+    axis.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))
+    axis.set_xlabel("time (UTC)")
+    axis.set_title(series.title, fontsize=9)
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
+    for tick in axis.get_xticklabels():
+        tick.set_rotation(20)
+        tick.set_horizontalalignment("right")
+    return figure
+
+
+def report_figures(request: AnalyzeRequest, result: AnalyzeResult) -> list[tuple[str, Figure]]:
+    """``(caption, figure)`` per plot of the HTML report (utilisation only)."""
     if request.command is not Command.utilisation:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plots = []
+    plots: list[tuple[str, Figure]] = []
     if result.histogram:
-        order = [f"< {b:g}" for b in BUCKETS] + [f">= {BUCKETS[-1]:g}", "unlimited"]
-        labels = [o for o in order if o in result.histogram]
-        figure, axis = plt.subplots(figsize=(6, 2.6))
-        axis.bar(labels, [result.histogram[label] for label in labels], color="#4c72b0")
-        axis.set_xlabel("usage p99 / quota")
-        axis.set_ylabel("group series")
-        axis.set_title("Utilisation at p99")
+        clusters = sorted({c.cluster for c in request.configs})
         plots.append(
-            ("How close every group runs to its quota (p99 of usage / quota).", _png(figure))
+            (
+                "How close every group runs to its quota (p99 of usage / quota).",
+                histogram_figure(result.histogram, clusters=clusters),
+            )
         )
-        plt.close(figure)
-    for label, points in result.series.items():
-        if not points:
-            continue
-        figure, axis = plt.subplots(figsize=(6, 2.4))
-        times: Any = [p[0] for p in points]
-        axis.plot(times, [p[1] for p in points], lw=1, label="usage")
-        quota = points[0][2]
-        if quota is not None:
-            axis.axhline(quota, ls="--", color="#c44e52", label="quota")
-        axis.set_title(label, fontsize=9)
-        axis.legend(fontsize=7, loc="upper left")
-        figure.autofmt_xdate()
-        plots.append((f"Usage against the quota over time: {label}", _png(figure)))
-        plt.close(figure)
+    for series in result.series:
+        plots.append((f"Usage against the quota over time: {series.title}", series_figure(series)))
     return plots
 
 
@@ -236,7 +302,7 @@ def _html(request: AnalyzeRequest, result: AnalyzeResult, summary: AnalyzeSummar
     figures = "".join(
         f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-        for caption, data in _plots(request, result)
+        for caption, data in ((c, _png(f)) for c, f in report_figures(request, result))
     )
     rejected = "".join(f"<li>{html.escape(e)}</li>" for e in result.rejected.examples)
     return f"""<!doctype html>

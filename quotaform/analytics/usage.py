@@ -48,6 +48,7 @@ __all__ = [
     "jmxtool_rows",
     "prometheus_rows",
     "read_usage",
+    "usage_clusters",
     "usage_files",
     "write_jsonl",
 ]
@@ -294,6 +295,38 @@ def read_usage(
     return rows, rejected
 
 
+def usage_clusters(
+    paths: Sequence[Path],
+    *,
+    fmt: UsageFormat = UsageFormat.auto,
+    labels: LabelMap | None = None,
+    cluster: str | None = None,
+    broker: str | None = None,
+    rows_per_file: int = 10_000,
+) -> set[str]:
+    """The cluster names in the first ``rows_per_file`` rows of each usage
+    file: enough to name a live cluster after the usage, without reading it
+    all (rows of other clusters are still counted as rejected later)."""
+    import itertools
+
+    names: set[str] = set()
+    for path in usage_files(paths):
+        kind = detect_format(path) if fmt is UsageFormat.auto else fmt
+        if kind is UsageFormat.jmxtool:
+            if cluster:
+                names.add(cluster)
+            continue
+        records: Iterable[tuple[str, Mapping[str, Any] | str]] = (
+            prometheus_rows(path, labels or LabelMap(), Rejections())
+            if kind is UsageFormat.prometheus
+            else _generic_records(path)
+        )
+        for _, record in itertools.islice(records, rows_per_file):
+            if not isinstance(record, str) and record.get("cluster"):
+                names.add(str(record["cluster"]))
+    return names
+
+
 def write_jsonl(records: Iterable[Mapping[str, Any]], out: IO[str]) -> int:
     """Write generic usage records as JSON Lines (timestamps as ISO-8601 UTC);
     returns the count."""
@@ -439,11 +472,13 @@ def jmxtool_rows(
     inner quotes unescaped.
 
     Raises:
-        AnalyticsError: no ``--cluster`` / ``--broker`` (JmxTool output names neither).
+        AnalyticsError: no ``--default-cluster`` / ``--broker`` (JmxTool output
+            names neither).
     """
     if not cluster or not broker:
         raise AnalyticsError(
-            f"{path}: JmxTool output names no cluster or broker: give --cluster and --broker"
+            f"{path}: JmxTool output names no cluster or broker: give --default-cluster NAME "
+            "and --broker ID"
         )
     with path.open(encoding="utf-8") as fh:
         header = fh.readline().rstrip("\n")

@@ -20,7 +20,7 @@ from pathlib import Path
 from quotaform.analytics.configs import QuotaConfig, read_snapshot, snapshot_lines
 from quotaform.analytics.jobs import AnalyzeRequest, AnalyzeResult, Command, Engine, run_analysis
 from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
-from quotaform.analytics.usage import LabelMap, UsageFormat
+from quotaform.analytics.usage import LabelMap, UsageFormat, usage_clusters
 from quotaform.app.common import ConnectionOptions, View, target
 from quotaform.cluster.connect import connect
 from quotaform.cluster.read import describe_matching
@@ -145,11 +145,7 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
     """
     desired: DesiredState | None = None
     after: list[QuotaConfig] = []
-    if request.command is Command.recommend:
-        if request.quantile not in QUANTILES:
-            raise AnalyticsError(f"--quantile {request.quantile!r}: one of {', '.join(QUANTILES)}")
-        if request.write_into is not None and not request.manifests:
-            raise AnalyticsError("--write-into edits the manifests: give them")
+    _check_options(request)
     if request.command is Command.impact:
         configs, after = _before_after(request)
     elif request.manifests:
@@ -187,6 +183,37 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
     return run
 
 
+def _check_options(request: AnalyzeCommandRequest) -> None:
+    """Refuse, before any input is read, what would fail after the analysis."""
+    out = request.out
+    if out.exists() and not out.is_dir():
+        raise AnalyticsError(f"--out {out} is a file: give a directory (created if missing)")
+    if request.command is not Command.recommend:
+        return
+    if request.quantile not in QUANTILES:
+        raise AnalyticsError(f"--quantile {request.quantile!r}: one of {', '.join(QUANTILES)}")
+    into = request.write_into
+    if into is None:
+        return
+    if not request.manifests:
+        raise AnalyticsError(
+            "--write-into edits the manifests: give them (quotaform analyze recommend "
+            "MANIFESTS... --write-into FILE)"
+        )
+    from quotaform.manifest.files import is_member
+
+    if into.is_dir():
+        raise AnalyticsError(f"--write-into {into} is a directory: give a manifest file")
+    if not is_member(into, request.manifests):
+        raise AnalyticsError(
+            f"--write-into {into} is not read with the manifests given "
+            f"({', '.join(map(str, request.manifests))}): name one of their files, or a new "
+            "*.yaml file in one of their directories"
+        )
+    if not into.parent.is_dir():
+        raise AnalyticsError(f"--write-into {into}: no directory {into.parent}")
+
+
 def _manifest_config(desired: DesiredState, manifests: Sequence[Path]) -> QuotaConfig:
     return QuotaConfig(
         desired.cluster, desired.quotas, f"manifests {', '.join(map(str, manifests))}"
@@ -198,10 +225,34 @@ def _configs_now(request: AnalyzeCommandRequest) -> list[QuotaConfig]:
     if request.snapshots:
         return [c for path in request.snapshots for c in read_snapshot(path)]
     where = target(request.connection, request.view)
+    name = where.cluster or _live_cluster_name(request)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
         live = describe_matching(client, None, cluster_id=client.cluster_id())
-    name = where.cluster or "default"
     return [QuotaConfig(name, live.entities, f"live cluster {live.cluster_id}")]
+
+
+def _live_cluster_name(request: AnalyzeCommandRequest) -> str:
+    """The name the usage knows a live cluster read without a profile
+    (``--bootstrap-server``) by: ``--default-cluster``, else the one cluster
+    the usage names; several names are refused."""
+    usage = request.usage
+    if usage.default_cluster:
+        return usage.default_cluster
+    names = usage_clusters(
+        usage.paths,
+        fmt=usage.usage_format,
+        labels=LabelMap(usage.cluster_label, usage.broker_label, None),
+        broker=usage.broker,
+    )
+    if len(names) == 1:
+        (name,) = names
+        request.view.info(f"the live cluster is {name!r} in the usage (the one cluster it names)")
+        return name
+    named = f"the usage names {', '.join(sorted(names))}" if names else "the usage names none"
+    raise AnalyticsError(
+        f"which cluster of the usage is the live cluster? {named}: give --default-cluster NAME "
+        "(or --cluster PROFILE)"
+    )
 
 
 def _before_after(request: AnalyzeCommandRequest) -> tuple[list[QuotaConfig], list[QuotaConfig]]:
@@ -243,11 +294,8 @@ def _write_recommendations(
     import pyarrow.parquet as pq
 
     from quotaform.export.manifest_set import edit_manifest_set
-    from quotaform.manifest.files import is_member
 
     manifests = request.manifests
-    if not is_member(into, manifests):
-        raise AnalyticsError(f"{into} is not one of the manifest files given")
     # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
     rows = pq.read_table(request.out / "recommend.parquet").to_pylist()
     wanted: dict[Entity, dict[str, float]] = {}

@@ -11,7 +11,7 @@ and writes to ``--out DIR`` the contract table (Parquet), ``summary.json``,
 from __future__ import annotations
 
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +37,7 @@ from quotaform.cli.options import (
 )
 from quotaform.cli.output import make_console, say
 from quotaform.cli.view import make_view
+from quotaform.manifest.models import parse_duration
 
 __all__ = ["analyze_app", "register"]
 
@@ -71,8 +72,10 @@ Snapshot = Annotated[
     list[Path] | None,
     typer.Option(
         "--snapshot",
+        "--quota-snapshot",
         metavar="FILE",
-        help="Quota snapshot(s) from `quotaform snapshot` (JSON Lines), one or more clusters.",
+        help="Quota snapshot(s) from `quotaform snapshot` (JSON Lines), one or more clusters "
+        "(--quota-snapshot: the same; not storage's volume --snapshots).",
         show_default=False,
     ),
 ]
@@ -96,10 +99,12 @@ FormatOption = Annotated[
     UsageFormat, typer.Option("--usage-format", help="How the usage files are laid out.")
 ]
 ClusterLabel = Annotated[
-    str, typer.Option("--cluster-label", help="Prometheus label naming the cluster.")
+    str,
+    typer.Option("--cluster-label", metavar="LABEL", help="Prometheus label naming the cluster."),
 ]
 BrokerLabel = Annotated[
-    str, typer.Option("--broker-label", help="Prometheus label naming the broker.")
+    str,
+    typer.Option("--broker-label", metavar="LABEL", help="Prometheus label naming the broker."),
 ]
 DefaultCluster = Annotated[
     str | None,
@@ -115,13 +120,71 @@ JmxBroker = Annotated[
     str | None,
     typer.Option("--broker", metavar="ID", help="The broker of JmxTool files.", show_default=False),
 ]
+#: What --since and --until accept, as the error says it.
+TIME_FORMS = "2026-11-24, 2026-11-24T10:00, 2026-11-24T10:00:00Z, or a duration ago: 24h, 7d"
+
+
+def parse_time(text: str) -> datetime:
+    """A time of ``--since`` / ``--until``: an ISO-8601 date or date and time
+    (UTC unless it names an offset), or a duration meaning that long ago.
+
+    Raises:
+        typer.BadParameter: anything else, naming the accepted forms.
+    """
+    try:
+        return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip().replace("z", "Z"))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a time: give {TIME_FORMS}") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _duration(text: str | float) -> float:
+    """Seconds of a duration option (``30s``, ``5m``, ``1h``, ``30``; ``0``:
+    once)."""
+    if isinstance(text, (int, float)):  # the default
+        return float(text)
+    if text.strip() in ("0", "0s"):
+        return 0.0
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+#: The shortest --interval of collect (one JmxTool run takes 0.2-0.6 s).
+MIN_INTERVAL_S = 0.2
+
+
+def _interval(text: str | float) -> float:
+    seconds = _duration(text)
+    if seconds < MIN_INTERVAL_S:
+        raise typer.BadParameter(f"{seconds:g}s is too short: at least {MIN_INTERVAL_S:g}s")
+    return seconds
+
+
 Since = Annotated[
     datetime | None,
-    typer.Option("--since", help="Only usage at or after this time (UTC).", show_default=False),
+    typer.Option(
+        "--since",
+        metavar="TIME",
+        parser=parse_time,
+        help=f"Only usage at or after this time (UTC): {TIME_FORMS}.",
+        show_default=False,
+    ),
 ]
 Until = Annotated[
     datetime | None,
-    typer.Option("--until", help="Only usage before this time (UTC).", show_default=False),
+    typer.Option(
+        "--until",
+        metavar="TIME",
+        parser=parse_time,
+        help=f"Only usage before this time (UTC): {TIME_FORMS}.",
+        show_default=False,
+    ),
 ]
 
 
@@ -203,7 +266,9 @@ def _run(
         )
 
 
-@analyze_app.command("utilisation")
+@analyze_app.command(
+    "utilisation", short_help="Which quota governs each group, and how close it runs."
+)
 @with_connection
 @with_usage
 def utilisation(
@@ -229,7 +294,7 @@ def utilisation(
     )
 
 
-@analyze_app.command("impact")
+@analyze_app.command("impact", short_help="What a change does to the observed groups.")
 @with_connection
 @with_usage
 def impact(
@@ -275,7 +340,7 @@ def impact(
     )
 
 
-@analyze_app.command("recommend")
+@analyze_app.command("recommend", short_help="Quotas sized from observed usage.")
 @with_connection
 @with_usage
 def recommend(
@@ -317,25 +382,42 @@ def recommend(
     )
 
 
-@analyze_app.command("collect")
+@analyze_app.command("collect", short_help="A broker's quota MBeans into usage (JmxTool).")
 def collect(
     jmx_port: Annotated[int, typer.Option("--jmx-port", help="The broker's loopback JMX port.")],
     out: Annotated[
         Path, typer.Option("--out", metavar="FILE", help="Usage JSON Lines to append to.")
     ],
     cluster_name: Annotated[
-        str, typer.Option("--cluster-name", help="The cluster these samples belong to.")
+        str,
+        typer.Option("--cluster-name", metavar="NAME", help="The cluster these samples belong to."),
     ],
-    broker: Annotated[str, typer.Option("--broker", help="The broker's id in the samples.")] = "0",
+    broker: Annotated[
+        str, typer.Option("--broker", metavar="ID", help="The broker's id in the samples.")
+    ] = "0",
     seconds: Annotated[
-        float, typer.Option("--seconds", min=0.0, help="How long to collect.")
+        float,
+        typer.Option(
+            "--seconds",
+            metavar="DURATION",
+            parser=_duration,
+            help="How long to collect: 30s, 5m, 1h, or seconds (0: one read).",
+            show_default="1m",
+        ),
     ] = 60.0,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.2, help="Seconds between reads.")
+        float,
+        typer.Option(
+            "--interval",
+            metavar="DURATION",
+            parser=_interval,
+            help="Time between reads: 5s, 1m, or seconds (at least 0.2s).",
+            show_default="5s",
+        ),
     ] = 5.0,
 ) -> None:
     """Read a (sandbox) broker's quota MBeans with Kafka's JmxTool into the
-    usage table (JSON Lines), every --interval seconds for --seconds."""
+    usage table (JSON Lines), every --interval for --seconds."""
     count = run_collect(
         CollectRequest(
             jmx_port, out, cluster_name, broker=broker, seconds=seconds, interval_s=interval
@@ -351,6 +433,7 @@ def snapshot(
         str | None,
         typer.Option(
             "--cluster-name",
+            metavar="NAME",
             help="The cluster's name in the snapshot (default: the --cluster name).",
             show_default=False,
         ),

@@ -238,6 +238,7 @@ def manifest_yaml(*, explicit_start: bool = False) -> YAML:
     yaml.indent(mapping=_MAPPING_INDENT, sequence=_SEQUENCE_INDENT, offset=_DASH_OFFSET)
     yaml.width = _WIDTH
     yaml.explicit_start = explicit_start
+    yaml.brace_single_entry_mapping_in_flow_sequence = True  # `[{shape: user}]` as written
     return yaml
 
 
@@ -302,7 +303,17 @@ class ManifestFile:
             documents = [d for d in yaml.load_all(body) if d is not None]
         except YAMLError as exc:
             raise ExportError(f"{path}: invalid YAML: {exc}") from None
-        keeps = preamble + dump_documents(yaml, documents) == text
+        # ruamel writes a one-key map in a flow sequence without braces
+        # (`[shape: user]`) unless told: keep the braces the file uses, so
+        # `scope: [{shape: user}, ...]` is written back byte for byte.
+        keeps = False
+        for braces in (True, False):
+            yaml.brace_single_entry_mapping_in_flow_sequence = braces
+            keeps = preamble + dump_documents(yaml, documents) == text
+            if keeps:
+                break
+        else:
+            yaml.brace_single_entry_mapping_in_flow_sequence = True
         return cls(path, text, documents, crlf, keeps, yaml, preamble)
 
     def text(self) -> str:

@@ -8,16 +8,40 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from quotaform.errors import ExportError, ManifestError
-from quotaform.export.edit import ManifestFile, add_entities, target_document, update_entities
+from quotaform.export.edit import (
+    ManifestFile,
+    add_entities,
+    manifest_yaml,
+    target_document,
+    update_entities,
+)
 from quotaform.export.files import replace_file
 from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
+from quotaform.manifest.models import API_VERSION, KIND
 from quotaform.plan.state import DesiredState
 
-__all__ = ["edit_manifest_set"]
+__all__ = ["edit_manifest_set", "new_manifest_file"]
+
+
+def new_manifest_file(path: Path, *, cluster: str, cluster_id: str | None) -> ManifestFile:
+    """A manifest file not yet on disk: one ClientQuotas document for
+    ``cluster`` with an empty ``spec.quotas`` and no scope of its own (the
+    set's other documents declare it), for new entries to be appended to."""
+    metadata = CommentedMap(cluster=cluster)
+    if cluster_id is not None:
+        metadata["clusterId"] = cluster_id
+    spec = CommentedMap()
+    spec["quotas"] = CommentedSeq()
+    document = CommentedMap()
+    document["apiVersion"] = API_VERSION
+    document["kind"] = KIND
+    document["metadata"] = metadata
+    document["spec"] = spec
+    return ManifestFile(path, "", [document], False, True, manifest_yaml())
 
 
 def edit_manifest_set(
@@ -38,9 +62,14 @@ def edit_manifest_set(
     Returns:
         ``(added, (updated entity, file), reformatted files)``, sorted.
 
+    ``into`` may be a new file (one the set would read: see
+    :func:`~quotaform.manifest.files.is_member`): it is created with one
+    document for the set's cluster (:func:`new_manifest_file`) when there is
+    something to add.
+
     Raises:
         ExportError: ``into`` has no document to add to; the edited set would
-            not load (files restored).
+            not load (files restored, a created file removed).
     """
     files: dict[Path, ManifestFile] = {}
     edited: dict[Path, ManifestFile] = {}
@@ -48,7 +77,11 @@ def edit_manifest_set(
     def file(path: Path) -> ManifestFile:
         key = path.resolve()
         if key not in files:
-            files[key] = ManifestFile.read(path)
+            files[key] = (
+                new_manifest_file(path, cluster=desired.cluster, cluster_id=desired.cluster_id)
+                if path == into and not path.exists()
+                else ManifestFile.read(path)
+            )
         return files[key]
 
     added: list[Entity] = []
@@ -87,7 +120,8 @@ def _write_checked(
     """Write the edited files, then load the set; restore them all if it fails."""
     if not changed:
         return
-    originals = {f.path: f.path.read_bytes() for f in changed}
+    originals = {f.path: f.path.read_bytes() for f in changed if f.path.exists()}
+    created = [f.path for f in changed if f.path not in originals]
     try:
         for f in changed:
             replace_file(f.path, f.text())
@@ -95,6 +129,8 @@ def _write_checked(
     except (ManifestError, ExportError) as exc:
         for path, content in originals.items():
             replace_file(path, content.decode("utf-8"))
+        for path in created:
+            path.unlink(missing_ok=True)
         raise ExportError(
             f"the edited manifests would not load, so nothing was changed:\n{exc}"
         ) from None

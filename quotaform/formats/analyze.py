@@ -51,7 +51,9 @@ class AnalyzeSummary(BaseModel):
         "newly_throttled, group_changes; recommend: recommendations, censored."
     )
     histogram: dict[str, int] = Field(
-        default_factory=dict, description="utilisation: groups per utilisation_p99 bucket."
+        default_factory=dict,
+        description="utilisation: groups per utilisation_p99 bucket, every bucket in this "
+        "order: < 0.25, < 0.5, < 0.75, < 0.9, < 1, >= 1 (at or over the quota), unlimited.",
     )
     top: list[dict[str, Any]] = Field(description="The first rows of the table, ranked.")
     seconds: dict[str, float] = Field(description="Wall time per stage.")

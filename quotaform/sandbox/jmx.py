@@ -24,13 +24,28 @@ from quotaform.errors import SandboxError
 from quotaform.kafka.metrics import parse_object_name
 from quotaform.sandbox.jars import DEFAULT_KAFKA_VERSION, run_kafka_tool
 
-__all__ = ["JMX_TOOL", "MBeanReading", "jmx_url", "read_mbeans"]
+__all__ = ["JMX_TOOL", "MBeanReading", "java_message", "jmx_url", "read_mbeans"]
 
 log = logging.getLogger(__name__)
 
 #: Kafka's JMX reader (``kafka-jmx.sh``), from the ``kafka-tools`` jar.
 JMX_TOOL = "org.apache.kafka.tools.JmxTool"
 _NO_MATCH = "No matched attributes"
+
+
+def java_message(output: str) -> str:
+    """The one line of a Java tool's stderr a person needs: the root cause
+    (the last ``Caused by:``, its class name shortened), else the first line
+    that is not a stack frame."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    if causes:
+        name, _, message = causes[-1].partition(": ")
+        return f"{name.rpartition('.')[2]}: {message}" if message else name
+    for line in lines:
+        if not line.startswith(("at ", "... ", "Trying to connect")):
+            return line
+    return "no message"
 
 
 def jmx_url(port: int, host: str = "127.0.0.1") -> str:
@@ -89,8 +104,15 @@ def read_mbeans(
     if proc.returncode != 0:
         if _NO_MATCH in proc.stderr + proc.stdout:
             return {}
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
-        raise SandboxError(f"JmxTool on 127.0.0.1:{port} failed (exit {proc.returncode}): {tail}")
+        output = proc.stderr or proc.stdout
+        cause = java_message(output)
+        if "Could not connect to JMX url" in output or "ConnectException" in output:
+            raise SandboxError(
+                f"JmxTool could not connect to the JMX port 127.0.0.1:{port} (loopback): {cause}; "
+                "check that the broker runs with JMX on that port (quotaform sandbox up --jmx "
+                "prints it) and give it as --jmx-port"
+            )
+        raise SandboxError(f"JmxTool on 127.0.0.1:{port} failed (exit {proc.returncode}): {cause}")
     found: dict[str, dict[str, float]] = {}
     for line in proc.stdout.splitlines():
         name, sep, raw = line.rpartition("\t")

@@ -165,6 +165,20 @@ def test_utilisation_and_impact_on_real_broker_metrics(
         assert row["censored"], row
     assert light["utilisation_p99"] < 0.2 and not light["censored"], light
 
+    # The live cluster read with --bootstrap-server (no profile name) is named
+    # after the one cluster the usage names, so the collected usage joins it.
+    live = tmp_path / "live"
+    cli("analyze", "utilisation", "--bootstrap-server", bootstrap, "--usage", str(usage),
+        "--since", since, "--out", str(live), "--engine", "python")  # fmt: skip
+    summary = json.loads((live / "summary.json").read_text(encoding="utf-8"))
+    assert summary["configurations"][0].startswith("jmx: live cluster "), summary
+    live_found = {
+        (r["user"], r["client_id"], r["quota_key"], r["level"])
+        for r in table(live / "utilisation.parquet")
+        if r["p99"]
+    }
+    assert predicted <= live_found, (predicted, live_found)
+
     # The change: everyone else's produce quota below what an-light uses.
     manifest(manifests, light="48KiB")
     plan_file = tmp_path / "plan.json"
