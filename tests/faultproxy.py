@@ -100,6 +100,10 @@ class FaultProxy:
             listener, self._listener = self._listener, None
             socks, self._socks = self._socks, set()
         if listener is not None:
+            # close() alone leaves the port LISTENing while the accept thread
+            # is blocked in accept(); shutdown() wakes it (Linux: EINVAL).
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         for sock in socks:
             with contextlib.suppress(OSError):
