@@ -272,11 +272,7 @@ def test_watch_applies_only_when_the_factor_moves_and_survives_a_lost_connection
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     bootstrap = kafka_broker.bootstrap
-    manifests = tmp_path / "m"
-    manifests.mkdir()
-    write(manifests, 30 * GiB, 10 * GiB)
-    cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve",
-        "--snapshots", str(_snapshot_file(tmp_path, consumed_gib=10)))  # fmt: skip
+    manifests = _applied_open(bootstrap, tmp_path)
     assert users_view(config_command)[SVC]["producer_byte_rate"] == 10 * MiB  # OPEN
     snaps = _snapshot_file(tmp_path, consumed_gib=80)  # 20 GiB free: THROTTLE 0.5
     watched = cli("storage", "watch", str(manifests), "--bootstrap-server", bootstrap,
@@ -309,11 +305,7 @@ def test_watch_never_creates_an_entity_and_logs_every_write(
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     bootstrap = kafka_broker.bootstrap
-    manifests = tmp_path / "m"
-    manifests.mkdir()
-    write(manifests, 30 * GiB, 10 * GiB)
-    cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve",
-        "--snapshots", str(_snapshot_file(tmp_path, consumed_gib=10)))  # fmt: skip
+    manifests = _applied_open(bootstrap, tmp_path)
     # st-prod is declared and scaled, but gone from the cluster (never created, or deleted).
     config_command(["--alter", "--entity-type", "users", "--entity-name", "ANONYMOUS",
                     "--entity-type", "clients", "--entity-name", "st-prod",
@@ -355,6 +347,17 @@ def test_watch_stops_at_once_on_the_wrong_cluster(
                 codes=(1,))  # fmt: skip
     assert "wrong cluster" in wrong.output and "retrying" not in wrong.output, wrong.output
     assert wrong.output.count("Error:") == 1
+
+
+def _applied_open(bootstrap: str, tmp_path: Path) -> Path:
+    """The three-entity manifests (soft 30 GiB, hard 10 GiB free) applied
+    while the volume is OPEN (90 GiB free): every declared value is live."""
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    write(manifests, 30 * GiB, 10 * GiB)
+    cli("apply", str(manifests), "--bootstrap-server", bootstrap, "--auto-approve",
+        "--snapshots", str(_snapshot_file(tmp_path, consumed_gib=10)))  # fmt: skip
+    return manifests
 
 
 def _snapshot_file(tmp_path: Path, *, consumed_gib: int) -> Path:
