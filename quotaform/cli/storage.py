@@ -40,6 +40,14 @@ from quotaform.render.storage import status_markdown, status_text
 
 __all__ = ["register", "storage_app"]
 
+CreateTopic = Annotated[
+    bool,
+    typer.Option(
+        "--create-topic",
+        help="Create the --publish topic (cleanup.policy=compact) when it is missing.",
+    ),
+]
+
 storage_app = typer.Typer(
     help="Storage-aware producer quotas: volume usage, the policy's state and factor.",
     no_args_is_help=True,
@@ -104,13 +112,7 @@ def snapshot(
             help="Publish the records to this compacted topic, keyed by broker id.",
         ),
     ] = None,
-    create_topic: Annotated[
-        bool,
-        typer.Option(
-            "--create-topic",
-            help="Create the --publish topic (cleanup.policy=compact) when it is missing.",
-        ),
-    ] = False,
+    create_topic: CreateTopic = False,
 ) -> None:
     """Write one Volume Metrics snapshot per broker (DescribeLogDirs: capacity =
     TotalBytes, consumed = TotalBytes - UsableBytes) to standard output, --out
@@ -161,13 +163,7 @@ def watch(
             help="Also publish each evaluation's live snapshots to this compacted topic.",
         ),
     ] = None,
-    create_topic: Annotated[
-        bool,
-        typer.Option(
-            "--create-topic",
-            help="Create the --publish topic (cleanup.policy=compact) when it is missing.",
-        ),
-    ] = False,
+    create_topic: CreateTopic = False,
 ) -> None:
     """Re-evaluate the storage policy every --interval and apply the rescaled
     producer_byte_rate values only when the state changes or the factor moves
