@@ -176,11 +176,10 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
 
     result = run_analysis(pipeline, progress=request.view.info)
     reports = write_reports(pipeline, result)
-    run = AnalyzeRun(pipeline, result, reports)
-    if request.write_into is not None and desired is not None:
-        added, updated = _write_recommendations(request, desired, request.write_into)
-        run = AnalyzeRun(pipeline, result, reports, added, updated)
-    return run
+    if request.write_into is None or desired is None:
+        return AnalyzeRun(pipeline, result, reports)
+    added, updated = _write_recommendations(request, desired, request.write_into)
+    return AnalyzeRun(pipeline, result, reports, added, updated)
 
 
 def _check_options(request: AnalyzeCommandRequest) -> None:
