@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/analytics.py --rows 1000000 10000000 --engine spark \
         --out benchmarks/results/analytics_spark.json
-    .venv/bin/python benchmarks/analytics.py --rows 30000 100000 300000 1000000 \
-        --engine python spark --out benchmarks/results/analytics_crossover.json
+    .venv/bin/python benchmarks/analytics.py --rows 300000 1000000 10000000 \
+        --engine python spark pyspark --repeat 2 --out benchmarks/results/analytics_local.json
 
 For each size N: a synthetic usage table of N rows (Parquet; 100,000 quota
 groups over 3 clusters x 3 brokers, produce/fetch byte rates and throttle
@@ -12,13 +12,18 @@ level. Each run is ``quotaform analyze utilisation ... --engine E`` in a
 fresh process (``local[2]`` for Spark), timed end to end from process start
 to the written table and reports, SparkSession start included; peak memory
 is the largest sum of RSS over the process and its children (the JVM),
-sampled every 0.2 s.
+sampled every 0.2 s. ``pyspark`` is the bare PySpark job of
+``benchmarks/bare_pyspark.py`` (same Parquet, per-group count / max /
+``percentile_approx``, written as Parquet) on ``local[2]``: the floor of a
+Spark job. ``--repeat`` runs each configuration that many times; every run
+records the load average before it (other work on the machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -111,13 +116,19 @@ def snapshot(out: Path) -> None:
 
 
 def run(engine: str, usage: Path, snap: Path, out: Path) -> dict[str, float]:
-    """One end-to-end ``analyze utilisation`` in a fresh process."""
-    cmd = [
-        sys.executable, "-m", "quotaform", "analyze", "utilisation", "--snapshot", str(snap),
-        "--usage", str(usage), "--out", str(out), "--engine", engine, "--master", "local[2]",
-    ]  # fmt: skip
+    """One end-to-end ``analyze utilisation`` (or the bare PySpark job) in a
+    fresh process."""
+    if engine == "pyspark":
+        script = Path(__file__).resolve().with_name("bare_pyspark.py")
+        cmd = [sys.executable, str(script), str(usage), str(out), "--master", "local[2]"]
+    else:
+        cmd = [
+            sys.executable, "-m", "quotaform", "analyze", "utilisation", "--snapshot", str(snap),
+            "--usage", str(usage), "--out", str(out), "--engine", engine, "--master", "local[2]",
+        ]  # fmt: skip
     if engine == "python":
         cmd = cmd[:-2]
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = 0
@@ -139,13 +150,17 @@ def run(engine: str, usage: Path, snap: Path, out: Path) -> dict[str, float]:
         "rows_per_s": round(summary["usage_rows"] / wall),
         "groups": summary["rows"],
         "stages": summary["seconds"],
+        "load_before": round(load, 2),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
-    parser.add_argument("--engine", nargs="+", default=["spark"], choices=["spark", "python"])
+    parser.add_argument(
+        "--engine", nargs="+", default=["spark"], choices=["spark", "python", "pyspark"]
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each configuration")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     results = []
@@ -158,17 +173,20 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             usage_table(rows, usage)
             made = time.perf_counter() - start
-            for engine in args.engine:
-                measured = run(engine, usage, snap, work / f"out-{engine}-{rows}")
-                entry = {
-                    "rows": rows,
-                    "engine": engine,
-                    "input_mib": round(usage.stat().st_size / 2**20, 1),
-                    "generate_s": round(made, 1),
-                    **measured,
-                }
-                print(json.dumps(entry), flush=True)
-                results.append(entry)
+            for attempt in range(1, args.repeat + 1):
+                for engine in args.engine:
+                    measured = run(engine, usage, snap, work / f"out-{engine}-{rows}")
+                    entry = {
+                        "rows": rows,
+                        "engine": engine,
+                        "run": attempt,
+                        "input_mib": round(usage.stat().st_size / 2**20, 1),
+                        "generate_s": round(made, 1),
+                        **measured,
+                    }
+                    print(json.dumps(entry), flush=True)
+                    results.append(entry)
+            usage.unlink()
     document = {
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
         f"CPython {platform.python_version()}",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import math
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -30,9 +29,8 @@ from quotaform.analytics.model import (
     IMPACT_COLUMNS,
     RECOMMEND_COLUMNS,
     UTILISATION_COLUMNS,
-    UsageRow,
 )
-from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, read_usage, usage_files
+from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, usage_files
 from quotaform.errors import AnalyticsError
 
 __all__ = [
@@ -281,80 +279,79 @@ def run_analysis(
     return _run_spark(request, configs, after, say)
 
 
-def _in_configs(
-    rows: list[UsageRow], configs: Mapping[str, QuotaConfig], rejected: Rejections
-) -> list[UsageRow]:
-    kept = []
-    for row in rows:
-        if row.cluster in configs:
-            kept.append(row)
-        else:
-            rejected.reject(
-                f"cluster {row.cluster}",
-                f"cluster: no quota configuration for cluster {row.cluster!r} "
-                f"(configured: {', '.join(sorted(configs))})",
-            )
-    if rows and not kept:
-        raise AnalyticsError(
-            "no usage row belongs to a configured cluster: the usage names "
-            f"{', '.join(sorted({r.cluster for r in rows}))}, the configuration "
-            f"{', '.join(sorted(configs))} (map Prometheus labels with --cluster-label / "
-            "--default-cluster)"
-        )
-    return kept
-
-
 def _run_python(
     request: AnalyzeRequest,
     configs: Mapping[str, QuotaConfig],
     after: Mapping[str, QuotaConfig],
     say: Callable[[str], None],
 ) -> AnalyzeResult:
+    """The local engine (Arrow, no JVM): usage read as Arrow and coded by
+    series (:mod:`quotaform.analytics.local`), statistics in numpy, Kafka's
+    rules once per group (:mod:`quotaform.analytics.engine`)."""
+    from quotaform.analytics.local import aggregate
+    from quotaform.analytics.local.reader import read_coded_usage
+
     times: dict[str, float] = {}
     start = time.perf_counter()
-    rows, rejected = read_usage(
+    usage, rejected = read_coded_usage(
         request.usage,
+        clusters=configs,
         fmt=request.usage_format,
         labels=request.labels,
         cluster=request.cluster,
         broker=request.broker,
+        since=request.since,
+        until=request.until,
     )
-    rows = [
-        r
-        for r in rows
-        if (request.since is None or r.timestamp >= request.since)
-        and (request.until is None or r.timestamp < request.until)
-    ]
-    rows = _in_configs(rows, configs, rejected)
     times["read"] = time.perf_counter() - start
-    say(f"read {len(rows):,} usage rows ({rejected.count:,} rejected)")
+    say(f"read {usage.rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
-    util = py_engine.utilisation(rows, {c: cfg.index for c, cfg in configs.items()})
-    if request.command is Command.utilisation:
-        table = util
-    elif request.command is Command.impact:
-        table = py_engine.impact(
-            util, {c: cfg.index for c, cfg in after.items()}, window_s=request.window_s
-        )
-    else:
-        table = py_engine.recommend(util, quantile=request.quantile, headroom=request.headroom)
-    times["compute"] = time.perf_counter() - start
-    start = time.perf_counter()
+    util = aggregate.utilisation(usage, {c: cfg.index for c, cfg in configs.items()})
     path = request.out / f"{request.command.value}.parquet"
-    _write_arrow(table, _COLUMNS[request.command], path)
-    times["write"] = time.perf_counter() - start
-    ranked = _ranked(request.command, table)
+    if request.command is Command.utilisation:
+        order = aggregate.ranked_order(util.table)
+        top = util.table.take(order[:TOP_ROWS]).to_pylist()
+        times["compute"] = time.perf_counter() - start
+        start = time.perf_counter()
+        if path.is_dir():
+            shutil.rmtree(path)
+        import pyarrow.parquet as pq
+
+        pq.write_table(util.table, path)
+        times["write"] = time.perf_counter() - start
+        rows = util.table.num_rows
+        summarised: Sequence[Mapping[str, Any]] = util.table.select(
+            ["utilisation_p99", "censored"]
+        ).to_pylist()
+    else:
+        util_rows = util.table.to_pylist()
+        if request.command is Command.impact:
+            table = py_engine.impact(
+                util_rows, {c: cfg.index for c, cfg in after.items()}, window_s=request.window_s
+            )
+        else:
+            table = py_engine.recommend(
+                util_rows, quantile=request.quantile, headroom=request.headroom
+            )
+        times["compute"] = time.perf_counter() - start
+        start = time.perf_counter()
+        _write_arrow(table, _COLUMNS[request.command], path)
+        times["write"] = time.perf_counter() - start
+        rows = len(table)
+        top = _ranked(request.command, table)[:TOP_ROWS]
+        summarised = table
     result = AnalyzeResult(
         engine=Engine.python,
         table=path,
-        rows=len(table),
-        top=ranked[:TOP_ROWS],
-        usage_rows=len(rows),
+        rows=rows,
+        top=top,
+        usage_rows=usage.rows,
         rejected=rejected,
         seconds=times,
     )
-    _summarise(request.command, table, result)
-    result.series = _series_python(rows, util, request.command, ranked)
+    _summarise(request.command, summarised, result)
+    if request.command is Command.utilisation:
+        result.series = _series_python(usage, util, order)
     return result
 
 
@@ -373,8 +370,6 @@ def _write_arrow(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path
     schema = pa.schema([(c, kinds[COLUMN_TYPES[c]]) for c in columns])
     table = pa.Table.from_pylist([{c: r[c] for c in columns} for r in rows], schema=schema)
     if path.is_dir():
-        import shutil
-
         shutil.rmtree(path)
     pq.write_table(table, path)
 
@@ -409,26 +404,17 @@ def _summarise(command: Command, rows: Sequence[Mapping[str, Any]], result: Anal
         }
 
 
-def _series_python(
-    rows: Sequence[UsageRow],
-    util: Sequence[Mapping[str, Any]],
-    command: Command,
-    ranked: Sequence[Mapping[str, Any]],
-) -> list[UsageSeries]:
-    if command is not Command.utilisation:
-        return []
-    wanted = [r for r in ranked[:PLOTTED] if r["samples"]]
-    index = {
-        (r["cluster"], r["broker"], r["user"], r["client_id"], r["ip"], r["quota_key"]): i
-        for i, r in enumerate(wanted)
-    }
-    points: dict[int, list[tuple[datetime, float]]] = {}
-    for row in rows:
-        key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
-        found = index.get(key)
-        if found is not None and row.kind == "usage" and not math.isnan(row.value):
-            points.setdefault(found, []).append((row.timestamp, row.value))
-    return _series_of(wanted, points)
+def _series_python(usage: Any, util: Any, order: Any) -> list[UsageSeries]:
+    """The plotted groups' samples (the first :data:`PLOTTED` of ``order``,
+    the ranked rows of ``util.table``, with samples), from the coded usage."""
+    from quotaform.analytics.local import aggregate
+
+    ranked = order[:PLOTTED]
+    rows = util.table.take(ranked).to_pylist()
+    picked = [(row, int(util.group[i])) for row, i in zip(rows, ranked, strict=True)]
+    wanted = [(row, group) for row, group in picked if row["samples"]]
+    points = aggregate.sample_points(usage, util, [group for _, group in wanted])
+    return _series_of([row for row, _ in wanted], points)
 
 
 def _run_spark(

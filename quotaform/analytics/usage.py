@@ -44,8 +44,11 @@ __all__ = [
     "UsageFormat",
     "check_row",
     "detect_format",
+    "generic_records",
     "jmx_metric",
     "jmxtool_rows",
+    "parse_timestamp",
+    "parse_value",
     "prometheus_rows",
     "read_usage",
     "usage_clusters",
@@ -138,6 +141,18 @@ def _value(raw: object) -> float | None:
     return None
 
 
+def parse_timestamp(raw: object) -> datetime | None:
+    """``check_row``'s reading of a time: a datetime (naive: UTC) or ISO-8601
+    text; ``None`` when it is neither."""
+    return _timestamp(raw)
+
+
+def parse_value(raw: object) -> float | None:
+    """``check_row``'s reading of a value: a number or numeric text (not a
+    boolean) as a float; ``None`` when it is neither."""
+    return _value(raw)
+
+
 def check_row(record: Mapping[str, Any]) -> UsageRow | str:
     """A generic usage record as a :class:`UsageRow`, or why it cannot be
     one (``"field: reason"``). Text (CSV) and typed (JSON Lines, Parquet)
@@ -220,8 +235,14 @@ def detect_format(path: Path) -> UsageFormat:
     return UsageFormat.generic
 
 
-def _generic_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
-    """``(file:row, record or why it is unreadable)`` of a generic file."""
+def generic_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
+    """``(file:row, record or why it is unreadable)`` of a generic file
+    (Parquet, CSV or JSON Lines), row by row; ``file:row`` counts Parquet
+    rows from 1, CSV records from 2 (after the header), JSON lines from 1.
+
+    Raises:
+        AnalyticsError: a CSV header lacks a usage column.
+    """
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -285,7 +306,7 @@ def read_usage(
         elif kind is UsageFormat.jmxtool:
             records = jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected)
         else:
-            records = _generic_records(path)
+            records = generic_records(path)
         for where, record in records:
             checked = check_row(record) if not isinstance(record, str) else record
             if isinstance(checked, str):
@@ -319,7 +340,7 @@ def usage_clusters(
         records: Iterable[tuple[str, Mapping[str, Any] | str]] = (
             prometheus_rows(path, labels or LabelMap(), Rejections())
             if kind is UsageFormat.prometheus
-            else _generic_records(path)
+            else generic_records(path)
         )
         for _, record in itertools.islice(records, rows_per_file):
             if not isinstance(record, str) and record.get("cluster"):

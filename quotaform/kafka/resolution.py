@@ -506,14 +506,29 @@ def candidates(principal: Principal) -> tuple[tuple[Level, Entity], ...]:
     return tuple(found)
 
 
-_Entities = tuple[Entity | None, ...]
-"""Each level's entity for one principal, by level number - 1 (``None``: a
-name the level needs is unknown)."""
+class _Entities:
+    """Each level's entity for one principal, by level number - 1 (``None``: a
+    name the level needs is unknown), built when first asked for: a look-up
+    skips the levels where no entity sets the key (the analytics resolve
+    hundreds of thousands of observed groups; most levels are empty)."""
+
+    __slots__ = ("_built", "_ladder", "_names")
+
+    def __init__(self, principal: Principal) -> None:
+        self._names = principal.names()
+        self._ladder = ladder_for(principal)
+        self._built: dict[int, Entity | None] = {}
+
+    def __getitem__(self, position: int) -> Entity | None:
+        try:
+            return self._built[position]
+        except KeyError:
+            entity = self._built[position] = self._ladder[position].entity_for(self._names)
+            return entity
 
 
 def _entities(principal: Principal) -> _Entities:
-    names = principal.names()
-    return tuple(level.entity_for(names) for level in ladder_for(principal))
+    return _Entities(principal)
 
 
 def ladder_for(principal: Principal) -> tuple[Level, ...]:
@@ -524,7 +539,10 @@ def ladder_for(principal: Principal) -> tuple[Level, ...]:
 def _lookup(
     index: QuotaIndex, levels: Iterable[Level], entities: _Entities, key: str
 ) -> tuple[Level, Entity, float] | None:
+    by_level = index._by_level.get(key, {})
     for level in levels:
+        if not by_level.get(level.number):
+            continue
         entity = entities[level.number - 1]
         if entity is None:
             continue
