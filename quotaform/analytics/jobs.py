@@ -413,7 +413,7 @@ def _series_python(usage: Any, util: Any, order: Any) -> list[UsageSeries]:
     rows = util.table.take(ranked).to_pylist()
     picked = [(row, int(util.group[i])) for row, i in zip(rows, ranked, strict=True)]
     wanted = [(row, group) for row, group in picked if row["samples"]]
-    points = aggregate.sample_points(usage, util, [group for _, group in wanted])
+    points = aggregate.sample_points(usage, [group for _, group in wanted])
     return _series_of([row for row, _ in wanted], points)
 
 

@@ -21,8 +21,9 @@ import pytest
 from quotaform.analytics import engine
 from quotaform.analytics.configs import QuotaConfig, by_cluster, read_snapshot
 from quotaform.analytics.jobs import AnalyzeRequest, Command, Engine, run_analysis
-from quotaform.analytics.local import aggregate
-from quotaform.analytics.local.reader import SEPARATOR, CodedUsage, read_coded_usage
+from quotaform.analytics.local import aggregate, reader
+from quotaform.analytics.local.checks import METRIC_CODES
+from quotaform.analytics.local.reader import CodedUsage, read_coded_usage
 from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
 from quotaform.analytics.usage import Rejections, read_usage
 from quotaform.errors import AnalyticsError
@@ -72,11 +73,14 @@ def old_read(
 
 
 def decoded(usage: CodedUsage) -> list[tuple[Any, ...]]:
-    series = [key.split(SEPARATOR) for key in usage.series.to_pylist()]
+    parts = usage.series(usage.key)
+    columns = [parts[c].to_pylist() for c in ("cluster", "broker", "user", "client_id", "ip")]
+    metrics = [METRIC_CODES[m] for m in parts["metric"].tolist()]
     times = pa.array(usage.timestamp, pa.timestamp("us", "UTC")).to_pylist()
     out = []
-    for code, when, value in zip(usage.code.tolist(), times, usage.value.tolist(), strict=True):
-        cluster, broker, metric, user, client_id, ip = series[code]
+    for cluster, broker, user, client_id, ip, metric, when, value in zip(
+        *columns, metrics, times, usage.value.tolist(), strict=True
+    ):
         out.append((cluster, broker, _t(when), metric, user, client_id, ip or None, _v(value)))
     return sorted(out, key=repr)
 
@@ -375,6 +379,25 @@ def test_files_arrow_cannot_read_as_tables_fall_back_to_the_python_readers(
         parquet,
     )
     assert_same_reading([parquet], ["c"])
+
+
+@pytest.mark.parametrize("bits", [63, 16, 4])
+def test_keys_that_do_not_pack_into_63_bits_are_paired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bits: int
+) -> None:
+    # Small batches, and a key budget that the first batches fit and later
+    # ones do not (16), or none does (4): the same rows and statistics.
+    monkeypatch.setattr(reader, "BATCH_ROWS", 300)
+    monkeypatch.setattr(reader, "_KEY_BITS", bits)
+    rng = random.Random(5)
+    configs = {"c": QuotaIndex(_configs(rng))}
+    path = write_parquet(generated_records(5), tmp_path / "u.parquet", row_group_size=300)
+    usage = assert_same_reading([path], ["c"])
+    assert (usage.widths is None) == (bits < 63)
+    rows, _ = old_read([path], ["c"])
+    assert aggregate.utilisation(usage, configs).table.to_pylist() == engine.utilisation(
+        rows, configs
+    )
 
 
 def test_prometheus_and_jmxtool_read_as_before() -> None:

@@ -23,13 +23,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from quotaform.analytics.engine import entity_json, group_tags
-from quotaform.analytics.local.reader import SEPARATOR, SERIES_PARTS, CodedUsage
+from quotaform.analytics.local.checks import METRIC_CODES
+from quotaform.analytics.local.reader import CodedUsage
 from quotaform.analytics.model import COLUMN_TYPES, PERCENTILES, UTILISATION_COLUMNS
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.resolution import MetricTags, QuotaIndex, quota_for_tags
 
-__all__ = ["Utilisation", "ranked_order", "sample_points", "utilisation"]
+__all__ = ["Utilisation", "group_keys", "ranked_order", "sample_points", "utilisation"]
 
 _ARROW_TYPES = {
     "string": pa.string(),
@@ -51,28 +52,37 @@ class Utilisation:
         table: :data:`~quotaform.analytics.model.UTILISATION_COLUMNS` in
             order and types, one row per group, sorted as
             :func:`quotaform.analytics.engine.utilisation` sorts them.
-        group: int32 per table row: its group's id.
-        row_group: int32 per usage row: the id of the group it belongs to.
-        row_usage: bool per usage row: a usage sample (else a throttle time).
+        group: int64 per table row: its group's key (a usage row's key with
+            the metric replaced by its quota key's code).
     """
 
     table: pa.Table
     group: np.ndarray
-    row_group: np.ndarray
-    row_usage: np.ndarray
-
-
-def _parts(keys: pa.Array, count: int) -> list[pa.Array]:
-    split = pc.split_pattern(keys, SEPARATOR)
-    return [pc.list_element(split, i) for i in range(count)]
-
-
-def _join(*columns: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise(*columns, SEPARATOR)
 
 
 def _nullable(values: np.ndarray, present: np.ndarray, kind: pa.DataType) -> pa.Array:
     return pa.array(values, kind, mask=~present)
+
+
+def _join(*columns: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(*columns, _SEPARATOR)
+
+
+#: Joins a resolution's parts into one dictionary key (a Kafka name holds no NUL).
+_SEPARATOR = "\x00"
+#: The quota key (by code, its index in :data:`_QUOTA_KEYS`) and whether the
+#: metric is a usage (not a throttle time), by metric code.
+_QUOTA_KEYS = tuple(sorted({key for key, _ in METRICS.values()}))
+_KEY_OF_METRIC = np.array([_QUOTA_KEYS.index(METRICS[m][0]) for m in METRIC_CODES])
+_USAGE_METRIC = np.array([METRICS[m][1] == "usage" for m in METRIC_CODES])
+_LOW5 = 31
+
+
+def group_keys(usage: CodedUsage) -> tuple[np.ndarray, np.ndarray]:
+    """``(group key, is a usage sample)`` per usage row: the row's key with
+    its metric replaced by the quota key it measures."""
+    metric = usage.key & _LOW5
+    return (usage.key & ~np.int64(_LOW5)) | _KEY_OF_METRIC[metric], _USAGE_METRIC[metric]
 
 
 def _quantiles(
@@ -111,6 +121,13 @@ def _named(index: QuotaIndex, key: str) -> dict[str, frozenset[str]]:
     return {etype: frozenset(found) for etype, found in names.items()}
 
 
+def _codes(column: pa.Array) -> tuple[np.ndarray, list[str]]:
+    encoded = pc.dictionary_encode(column)
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), (
+        encoded.dictionary.to_pylist()
+    )
+
+
 def _resolutions(
     cluster: pa.Array,
     user: pa.Array,
@@ -125,47 +142,93 @@ def _resolutions(
     distinct (cluster, key, tags), with every name the configuration does not
     name for that key replaced by one stand-in: the look-up compares names
     for equality only, so all such names get the same quota, level and
-    entity (which cannot contain them). Brokers share the result too.
+    entity (which cannot contain them). Brokers share the result too. The
+    tags are :func:`~quotaform.analytics.engine.group_tags`' (the user
+    decoded; an ip group has only its ip).
     """
-    encoded = pc.dictionary_encode(_join(cluster, user, client_id, ip, quota_key))
+    rows = len(cluster)
+    places, place_names = _codes(_join(cluster, quota_key))
+    places_of = [name.split(_SEPARATOR) for name in place_names]
+    named = [_named(configs[c], key) for c, key in places_of]
+    is_ip = ~_np(pc.equal(ip, ""))
+    tags: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for etype, column in ((USER, user), (CLIENT_ID, client_id), (IP, ip)):
+        codes, names = _codes(column)
+        if etype == USER:  # the tags of a group: group_tags' rule, once per name
+            names = [group_tags(name, "", None).user or "" for name in names]
+        # kept[place, code]: the name is named for that (cluster, key), or empty.
+        kept = np.array(
+            [[not name or name in found.get(etype, ()) for name in names] for found in named],
+            dtype=bool,
+        ).reshape(len(named), len(names))
+        stand_in = np.where(kept[places, codes], codes, len(names)) if rows else codes
+        if etype != IP:
+            stand_in = np.where(is_ip, -1, stand_in)  # an ip group carries no user/client tag
+        tags[etype] = (stand_in + 1, [*names, _UNNAMED])
+    unique, inverse = _distinct([places, *(codes for codes, _ in tags.values())])
     values: list[float | None] = []
     levels: list[int | None] = []
     entities: list[str | None] = []
-    tags_of: dict[tuple[str, str, str], MetricTags] = {}
-    named_of: dict[tuple[str, str], dict[str, frozenset[str]]] = {}
-    resolved: dict[tuple[str, str, str, str, str], tuple[float | None, int | None, str | None]]
-    resolved = {}
     json_of: dict[Entity | None, str | None] = {}
-    for key in encoded.dictionary.to_pylist():
-        c, u, cid, address, quota = key.split(SEPARATOR)
-        tags = tags_of.get((u, cid, address))
-        if tags is None:
-            tags = tags_of[(u, cid, address)] = group_tags(u, cid, address or None)
-        named = named_of.get((c, quota))
-        if named is None:
-            named = named_of[(c, quota)] = _named(configs[c], quota)
-        stand_in = tuple(
-            name if not name or name in named.get(etype, ()) else _UNNAMED
-            for etype, name in ((USER, tags.user), (CLIENT_ID, tags.client_id), (IP, tags.ip))
+    user_names, client_names, ip_names = (["", *names] for _, names in tags.values())
+    for place, u, cid, address in unique.tolist():
+        c, key = places_of[place]
+        canonical = MetricTags(
+            user=user_names[u], client_id=client_names[cid], ip=ip_names[address]
         )
-        memo = (c, quota, *stand_in)
-        found = resolved.get(memo)
-        if found is None:
-            canonical = MetricTags(user=stand_in[0], client_id=stand_in[1], ip=stand_in[2])
-            res = quota_for_tags(configs[c], canonical, quota)
-            if res.entity not in json_of:
-                json_of[res.entity] = entity_json(res.entity)
-            level = res.level.number if res.level is not None else None
-            found = resolved[memo] = (res.value, level, json_of[res.entity])
-        values.append(found[0])
-        levels.append(found[1])
-        entities.append(found[2])
-    index = encoded.indices
+        res = quota_for_tags(configs[c], canonical, key)
+        if res.entity not in json_of:
+            json_of[res.entity] = entity_json(res.entity)
+        values.append(res.value)
+        levels.append(res.level.number if res.level is not None else None)
+        entities.append(json_of[res.entity])
+    index = pa.array(inverse)
     return (
         pa.array(values, pa.float64()).take(index),
         pa.array(levels, pa.int32()).take(index),
         pa.array(entities, pa.string()).take(index),
     )
+
+
+def _distinct(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of non-negative integer columns (as rows of a 2-D
+    array) and each row's index among them: packed into one int64 when they
+    fit, else compared column by column."""
+    widths = [max(int(c.max(initial=0)).bit_length(), 1) for c in columns]
+    if sum(widths) > 63:
+        unique, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+        return unique, inverse.reshape(-1)
+    packed = np.zeros(len(columns[0]), dtype=np.int64)
+    for column, width in zip(columns, widths, strict=True):
+        packed = (packed << width) | column
+    keys, inverse = np.unique(packed, return_inverse=True)
+    parts = []
+    for width in reversed(widths):
+        parts.append(keys & ((1 << width) - 1))
+        keys = keys >> width
+    return np.stack(parts[::-1], axis=1), inverse.reshape(-1)
+
+
+def _np(mask: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _sorted_by_key_then_value(
+    keys: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` and ``values`` ordered by (key, value): a sort by value, then a
+    stable sort by key (faster than ``numpy.lexsort`` on two keys)."""
+    by_value = np.argsort(values)
+    keys, values = keys[by_value], values[by_value]
+    del by_value
+    by_key = np.argsort(keys, kind="stable")
+    return keys[by_key], values[by_key]
+
+
+def _counts(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """How many of ``keys`` equal each of the sorted ``groups``."""
+    keys = np.sort(keys)
+    return np.searchsorted(keys, groups, side="right") - np.searchsorted(keys, groups, side="left")
 
 
 def utilisation(usage: CodedUsage, configs: Mapping[str, QuotaIndex]) -> Utilisation:
@@ -183,80 +246,65 @@ def utilisation(usage: CodedUsage, configs: Mapping[str, QuotaIndex]) -> Utilisa
     Raises:
         KeyError: a usage row's cluster is not in ``configs``.
     """
-    cluster, broker, metric, user, client_id, ip = _parts(usage.series, len(SERIES_PARTS))
-    metrics = pc.dictionary_encode(metric)
-    names = metrics.dictionary.to_pylist()
-    metric_index = metrics.indices
-    quota_key = pa.array([METRICS[m][0] for m in names], pa.string()).take(metric_index)
-    series_usage = np.array([METRICS[m][1] == "usage" for m in names], dtype=bool)[
-        metric_index.to_numpy(zero_copy_only=False)
-    ]
-    groups = pc.dictionary_encode(_join(cluster, broker, user, client_id, ip, quota_key))
-    series_group = groups.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    count = len(groups.dictionary)
-
-    row_group = series_group[usage.code] if usage.rows else np.zeros(0, np.int32)
-    row_usage = series_usage[usage.code] if usage.rows else np.zeros(0, bool)
+    keys, is_usage = group_keys(usage)
     values = usage.value
-    has_usage = np.bincount(row_group[row_usage], minlength=count) > 0
-    sample = row_usage & ~np.isnan(values)
-    sampled, sampled_group = values[sample], row_group[sample]
-    order = np.lexsort((sampled, sampled_group))
-    sorted_values = sampled[order]
-    del order, sampled
-    samples = np.bincount(sampled_group, minlength=count)
-    starts = np.cumsum(samples) - samples
+    sample = is_usage & ~np.isnan(values)
+    sorted_keys, sorted_values = _sorted_by_key_then_value(keys[sample], values[sample])
+    # Every group with a usage row: those with samples, and those with NaN only.
+    starts_at = np.flatnonzero(np.diff(sorted_keys, prepend=~sorted_keys[:1]) != 0)
+    groups = sorted_keys[starts_at]
+    nan_only = keys[is_usage & ~sample]
+    if len(nan_only):
+        groups = np.union1d(groups, nan_only)
+    starts = np.searchsorted(sorted_keys, groups, side="left")
+    samples = np.searchsorted(sorted_keys, groups, side="right") - starts
+    del sorted_keys, starts_at
     p50, p95, p99 = _quantiles(sorted_values, starts, samples)
-    maxima = (
-        sorted_values[np.maximum(starts + samples - 1, 0)]
-        if len(sorted_values)
-        else np.zeros(count)
-    )
-    throttle = ~row_usage
-    throttles = np.bincount(row_group[throttle], minlength=count)
-    over = np.bincount(row_group[throttle & (values > 0)], minlength=count)
+    has = samples > 0
+    maxima = sorted_values[np.maximum(starts + samples - 1, 0)] if len(sorted_values) else p99
+    del sorted_values
+    throttle = ~is_usage
+    throttles = _counts(keys[throttle], groups)
+    over = _counts(keys[throttle & (values > 0)], groups)
+    del keys, is_usage, sample, throttle
 
-    kept = np.flatnonzero(has_usage).astype(np.int32)
-    take = pa.array(kept)
-    g_cluster, g_broker, g_user, g_client, g_ip, g_key = _parts(groups.dictionary.take(take), 6)
-    quota_value, level, entity = _resolutions(g_cluster, g_user, g_client, g_ip, g_key, configs)
-    has = samples[kept] > 0
+    parts = usage.series(groups)
+    quota_key = pa.array(_QUOTA_KEYS).take(pa.array(parts["metric"]))
+    quota_value, level, entity = _resolutions(
+        parts["cluster"], parts["user"], parts["client_id"], parts["ip"], quota_key, configs
+    )
     quota = quota_value.to_numpy(zero_copy_only=False)
     limited = ~np.isnan(quota)  # quota_value is null when unlimited
-    p99_kept = p99[kept]
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = p99_kept / np.where(limited, quota, 1.0)
-        share = over[kept] / np.maximum(throttles[kept], 1)
+        ratio = p99 / np.where(limited, quota, 1.0)
+        share = over / np.maximum(throttles, 1)
     double = pa.float64()
     columns: dict[str, Any] = {
-        "cluster": g_cluster,
-        "broker": g_broker,
-        "user": g_user,
-        "client_id": g_client,
-        "ip": pc.if_else(pc.equal(g_ip, ""), pa.scalar(None, pa.string()), g_ip),
-        "quota_key": g_key,
+        "cluster": parts["cluster"],
+        "broker": parts["broker"],
+        "user": parts["user"],
+        "client_id": parts["client_id"],
+        "ip": pc.if_else(pc.equal(parts["ip"], ""), pa.scalar(None, pa.string()), parts["ip"]),
+        "quota_key": quota_key,
         "quota_value": quota_value,
         "level": level,
         "entity": entity,
-        "samples": pa.array(samples[kept].astype(np.int64)),
-        "p50": _nullable(p50[kept], has, double),
-        "p95": _nullable(p95[kept], has, double),
-        "p99": _nullable(p99_kept, has, double),
-        "max": _nullable(maxima[kept], has, double),
+        "samples": pa.array(samples.astype(np.int64)),
+        "p50": _nullable(p50, has, double),
+        "p95": _nullable(p95, has, double),
+        "p99": _nullable(p99, has, double),
+        "max": _nullable(maxima, has, double),
         "utilisation_p99": _nullable(ratio, has & limited, double),
-        "throttled_share": _nullable(share, throttles[kept] > 0, double),
-        "censored": pa.array(over[kept] > 0),
+        "throttled_share": _nullable(share, throttles > 0, double),
+        "censored": pa.array(over > 0),
     }
     schema = pa.schema([(c, _ARROW_TYPES[COLUMN_TYPES[c]]) for c in UTILISATION_COLUMNS])
     table = pa.table([columns[c] for c in UTILISATION_COLUMNS], schema=schema)
     ordered = pc.sort_indices(
-        table.append_column("_ip", g_ip), sort_keys=[(c, "ascending") for c in _ORDER]
+        table.append_column("_ip", parts["ip"]), sort_keys=[(c, "ascending") for c in _ORDER]
     )
     return Utilisation(
-        table=table.take(ordered),
-        group=kept[ordered.to_numpy(zero_copy_only=False)],
-        row_group=row_group,
-        row_usage=row_usage,
+        table=table.take(ordered), group=groups[ordered.to_numpy(zero_copy_only=False)]
     )
 
 
@@ -277,19 +325,21 @@ def ranked_order(table: pa.Table) -> np.ndarray:
 
 
 def sample_points(
-    usage: CodedUsage, util: Utilisation, groups: Sequence[int]
+    usage: CodedUsage, groups: Sequence[int]
 ) -> dict[int, list[tuple[datetime, float]]]:
-    """The usage samples (NaN left out) of the given group ids, keyed by their
-    position in ``groups``: ``(time (UTC), value)`` in row order."""
+    """The usage samples (NaN left out) of the given group keys
+    (:attr:`Utilisation.group`), keyed by their position in ``groups``:
+    ``(time (UTC), value)`` in row order."""
     if not groups:
         return {}
-    wanted = np.asarray(groups, dtype=np.int32)
-    rows = np.flatnonzero(np.isin(util.row_group, wanted) & util.row_usage & ~np.isnan(usage.value))
+    wanted = np.asarray(groups, dtype=np.int64)
+    keys, is_usage = group_keys(usage)
+    rows = np.flatnonzero(np.isin(keys, wanted) & is_usage & ~np.isnan(usage.value))
     position = {int(g): i for i, g in enumerate(wanted)}
     times = pa.array(usage.timestamp[rows], pa.timestamp("us", "UTC")).to_pylist()
     points: dict[int, list[tuple[datetime, float]]] = {}
     for group, when, value in zip(
-        util.row_group[rows].tolist(), times, usage.value[rows].tolist(), strict=True
+        keys[rows].tolist(), times, usage.value[rows].tolist(), strict=True
     ):
         points.setdefault(position[group], []).append((when, value))
     return points

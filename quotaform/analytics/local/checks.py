@@ -21,19 +21,38 @@ from quotaform.analytics.usage import parse_timestamp, parse_value
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
-__all__ = ["REASONS", "CheckedBatch", "check_batch"]
+__all__ = ["METRIC_CODES", "REASONS", "CheckedBatch", "Coded", "check_batch", "coded"]
 
 #: Why a row is rejected, by code (0: usable): the part of ``check_row``'s
 #: message before ``:``, in the order ``check_row`` tests them.
 REASONS = ("", "cluster", "broker", "metric", "timestamp", "value", "user", "ip")
 _CODE = {name: code for code, name in enumerate(REASONS)}
 _METRICS = pa.array(sorted(METRICS))
-_IP_METRICS = pa.array(
-    sorted(m for m, (k, _) in METRICS.items() if "ip" in QUOTA_KEYS[k].entity_types)
+#: Whether a metric code is a connection (ip) metric; the last entry is code -1.
+_IS_IP = np.array(
+    [*("ip" in QUOTA_KEYS[METRICS[m][0]].entity_types for m in sorted(METRICS)), False]
 )
 #: Numbers both Python's ``float`` and Arrow's cast read the same way.
 _NUMBER = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _ZONED = r"(Z|[+-][0-9]{2}:?[0-9]{2})$"
+
+
+#: Every usage metric by its code (the index here), the code a checked row carries.
+METRIC_CODES = tuple(sorted(METRICS))
+
+
+@dataclass(frozen=True, slots=True)
+class Coded:
+    """A text column as dictionary codes.
+
+    Attributes:
+        index: int32 per row, into ``names``.
+        names: the distinct values (string array; ``""`` stands for null in
+            the columns a checked batch returns).
+    """
+
+    index: np.ndarray
+    names: pa.Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,20 +61,20 @@ class CheckedBatch:
 
     Attributes:
         reason: int8 per row: 0 usable, else the index in :data:`REASONS`.
-        cluster, broker, metric, user, client_id: string arrays (an empty
-            tag ``""``); meaningful where ``reason`` is 0.
-        ip: string array, ``""`` where the row has no ip.
+        cluster, broker, user, client_id, ip: coded text (an empty tag or
+            no ip is ``""``); meaningful where ``reason`` is 0.
+        metric: int8 per row, the index in :data:`METRIC_CODES` (-1: none).
         timestamp: int64 microseconds since the epoch (UTC).
         value: float64 (NaN kept).
     """
 
     reason: np.ndarray
-    cluster: pa.Array
-    broker: pa.Array
-    metric: pa.Array
-    user: pa.Array
-    client_id: pa.Array
-    ip: pa.Array
+    cluster: Coded
+    broker: Coded
+    user: Coded
+    client_id: Coded
+    ip: Coded
+    metric: np.ndarray
     timestamp: np.ndarray
     value: np.ndarray
 
@@ -67,17 +86,42 @@ def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
+def _is_text(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )
+
+
+def coded(column: pa.Array | None, rows: int) -> Coded | None:
+    """A text (or dictionary-of-text, or all-null) column as codes, with null
+    as one more entry at the end of ``names``; ``None`` when the column holds
+    values that are not text."""
+    if column is None or pa.types.is_null(column.type):
+        return Coded(np.zeros(rows, dtype=np.int32), pa.nulls(1, pa.string()))
+    if pa.types.is_dictionary(column.type):
+        if not _is_text(column.type.value_type):
+            return None
+        names, indices = column.dictionary.cast(pa.string()), column.indices
+    elif _is_text(column.type):
+        encoded = pc.dictionary_encode(column.cast(pa.string()))
+        names, indices = encoded.dictionary, encoded.indices
+    else:
+        return None
+    index = pc.fill_null(indices.cast(pa.int32()), len(names)).to_numpy(zero_copy_only=False)
+    return Coded(index, pa.concat_arrays([names, pa.nulls(1, pa.string())]))
+
+
+def _filled(column: Coded) -> Coded:
+    return Coded(column.index, pc.fill_null(column.names, ""))
+
+
 def _text(column: pa.Array | None, rows: int) -> pa.Array | None:
     """The column as a string array, or ``None`` when it holds non-text values."""
     if column is None or pa.types.is_null(column.type):
         return pa.nulls(rows, pa.string())
-    kind = column.type
-    if pa.types.is_dictionary(kind):
+    if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
-        kind = column.type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-        return column.cast(pa.string())
-    return None
+    return column.cast(pa.string()) if _is_text(column.type) else None
 
 
 def _np(mask: pa.Array) -> np.ndarray:
@@ -174,8 +218,9 @@ def _values(column: pa.Array | None, rows: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def check_batch(batch: pa.RecordBatch) -> CheckedBatch | None:
-    """Every row of ``batch`` (generic usage columns, typed or text) checked
-    as :func:`~quotaform.analytics.usage.check_row` would.
+    """Every row of ``batch`` (generic usage columns, typed or text, plain or
+    dictionary-encoded) checked as :func:`~quotaform.analytics.usage.check_row`
+    would; text tests run once per distinct value.
 
     Returns:
         The checked batch, or ``None`` when ``user``, ``client_id`` or ``ip``
@@ -184,40 +229,40 @@ def check_batch(batch: pa.RecordBatch) -> CheckedBatch | None:
     """
     rows = batch.num_rows
     cluster, broker, metric, user, client_id, ip = (
-        _text(_column(batch, name), rows)
+        coded(_column(batch, name), rows)
         for name in ("cluster", "broker", "metric", "user", "client_id", "ip")
     )
     if user is None or client_id is None or ip is None:
         return None
+    everything = np.ones(rows, dtype=bool)
     fails: list[tuple[str, np.ndarray]] = []
     for name, text in (("cluster", cluster), ("broker", broker)):
-        fails.append((name, np.ones(rows, dtype=bool) if text is None else _empty(text)))
-    fails.append(
-        (
-            "metric",
-            np.ones(rows, dtype=bool) if metric is None else ~_np(pc.is_in(metric, _METRICS)),
-        )
-    )
+        fails.append((name, everything if text is None else _empty(text.names)[text.index]))
+    if metric is None:
+        metric_code = np.full(rows, -1, dtype=np.int8)
+    else:
+        codes = pc.fill_null(pc.index_in(metric.names, value_set=_METRICS), -1)
+        metric_code = codes.to_numpy(zero_copy_only=False).astype(np.int8)[metric.index]
+    fails.append(("metric", metric_code < 0))
     micros, ts_ok = _timestamps(_column(batch, "timestamp"), rows)
     fails.append(("timestamp", ~ts_ok))
     values, value_ok = _values(_column(batch, "value"), rows)
     fails.append(("value", ~value_ok))
-    ip = pc.fill_null(ip, "")
-    has_ip = ~_empty(ip)
-    is_ip = _np(pc.is_in(metric, _IP_METRICS)) if metric is not None else np.zeros(rows, dtype=bool)
+    has_ip = ~_empty(ip.names)[ip.index]
+    is_ip = _IS_IP[metric_code]
     fails.append(("ip", is_ip != has_ip))
     reason = np.zeros(rows, dtype=np.int8)
     for name, failed in fails:
         reason[(reason == 0) & failed] = _CODE[name]
-    empty = pa.nulls(rows, pa.string())
+    none = Coded(np.zeros(rows, dtype=np.int32), pa.array([""]))
     return CheckedBatch(
         reason=reason,
-        cluster=cluster if cluster is not None else empty,
-        broker=broker if broker is not None else empty,
-        metric=metric if metric is not None else empty,
-        user=pc.fill_null(user, ""),
-        client_id=pc.fill_null(client_id, ""),
-        ip=ip,
+        cluster=_filled(cluster) if cluster is not None else none,
+        broker=_filled(broker) if broker is not None else none,
+        user=_filled(user),
+        client_id=_filled(client_id),
+        ip=_filled(ip),
+        metric=metric_code,
         timestamp=micros,
         value=values,
     )

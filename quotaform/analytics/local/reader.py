@@ -34,7 +34,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from quotaform.analytics.local.checks import REASONS, CheckedBatch, check_batch
+from quotaform.analytics.local.checks import (
+    METRIC_CODES,
+    REASONS,
+    CheckedBatch,
+    Coded,
+    check_batch,
+    coded,
+)
 from quotaform.analytics.model import USAGE_COLUMNS
 from quotaform.analytics.usage import (
     EXAMPLES_KEPT,
@@ -50,42 +57,119 @@ from quotaform.analytics.usage import (
 )
 from quotaform.errors import AnalyticsError
 
-__all__ = ["BATCH_ROWS", "SEPARATOR", "SERIES_PARTS", "CodedUsage", "read_coded_usage"]
+__all__ = ["BATCH_ROWS", "CodedUsage", "read_coded_usage"]
 
 #: Rows per record batch read (and per chunk of the Python parsers): large
-#: enough that merging each batch's series into the run's dictionary stays
-#: cheap, small enough to bound the memory of one batch (~100 MiB).
+#: enough that merging each batch's codes into the run's stays cheap, small
+#: enough to bound the memory of one batch (~100 MiB).
 BATCH_ROWS = 1 << 20
-#: Joins a series' parts into one dictionary key (a Kafka name holds no NUL).
-SEPARATOR = "\x00"
-#: A series key's parts, in order (``ip`` is ``""`` for none).
-SERIES_PARTS = ("cluster", "broker", "metric", "user", "client_id", "ip")
 _BLOCK_BYTES = 64 << 20
+_TEXT = ("cluster", "broker", "user", "client_id", "ip")
+#: The bits a packed key may use (tests lower it to exercise the paired keys).
+_KEY_BITS = 63
+_LOW31 = (1 << 31) - 1
+#: A row's key: (cluster, broker) pair id << 36 | (user, client id, ip) id
+#: << 5 | metric code.
+_WHO_SHIFT, _PLACE_SHIFT = 5, 36
+assert len(METRIC_CODES) <= 1 << _WHO_SHIFT
+
+
+class _Names:
+    """One text column's distinct values over the run, by code."""
+
+    def __init__(self) -> None:
+        self.values = pa.array([], pa.string())
+
+    def codes(self, names: pa.Array) -> np.ndarray:
+        """The run's code of each of ``names`` (new ones are appended)."""
+        seen = len(self.values)
+        merged = pc.dictionary_encode(pa.concat_arrays([self.values, names]))
+        self.values = merged.dictionary
+        return merged.indices.slice(seen).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+class _Pairs:
+    """Dense ids for pairs ``(a, b)`` of ids below 2**31, the same over the run."""
+
+    def __init__(self) -> None:
+        self.keys = pa.array([], pa.int64())
+
+    def ids(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The id of each row's pair (new pairs get the next ids)."""
+        encoded = pc.dictionary_encode(pa.array((a << 31) | b))
+        found = pc.index_in(encoded.dictionary, value_set=self.keys)
+        ids = np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            ids[new] = len(self.keys) + np.arange(len(new))
+            self.keys = pa.concat_arrays([self.keys, encoded.dictionary.take(pa.array(new))])
+        return ids[encoded.indices.to_numpy(zero_copy_only=False)]
+
+    def parts(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(a, b)`` of each id."""
+        keys = self.keys.to_numpy(zero_copy_only=False)[ids]
+        return keys >> 31, keys & _LOW31
 
 
 @dataclass
 class CodedUsage:
-    """The usable usage rows of a run, integer-coded by series.
+    """The usable usage rows of a run, as integer keys.
 
     Attributes:
-        series: one string per series: :data:`SERIES_PARTS` joined by
-            :data:`SEPARATOR`; a row's ``code`` indexes it. A series may have
-            no row left (its file was read again by the Python readers).
-        code: int32 per row.
+        key: int64 per row, the row's series: its cluster, broker, user,
+            client id and ip codes packed in the bit ``widths`` (high to low),
+            then 5 bits of metric code; when they do not fit in 63 bits,
+            ``(cluster, broker) id << 36 | (user, client id, ip) id << 5 |
+            metric`` (``widths`` is ``None``). :meth:`series` reads it back.
         timestamp: int64 microseconds since the epoch (UTC) per row.
         value: float64 per row (NaN kept: a throttle time of nothing).
-        rows: the row count.
+        names: each text column's values by code.
     """
 
-    series: pa.Array
-    code: np.ndarray
+    key: np.ndarray
     timestamp: np.ndarray
     value: np.ndarray
+    names: dict[str, pa.Array]
+    widths: tuple[int, ...] | None
+    pairs: tuple[_Pairs, _Pairs, _Pairs]
 
     @property
     def rows(self) -> int:
         """How many usable rows."""
-        return len(self.code)
+        return len(self.key)
+
+    def series(self, keys: np.ndarray) -> dict[str, Any]:
+        """The parts of row keys: ``cluster``, ``broker``, ``user``,
+        ``client_id``, ``ip`` (string arrays; no ip is ``""``) and ``metric``
+        (int64 codes into :data:`~quotaform.analytics.local.checks.METRIC_CODES`)."""
+        if self.widths is not None:
+            codes = dict(zip(_TEXT, _unpack(keys >> _WHO_SHIFT, self.widths), strict=True))
+        else:
+            principals, whos, places = self.pairs
+            place, who = keys >> _PLACE_SHIFT, (keys >> _WHO_SHIFT) & _LOW31
+            cluster, broker = places.parts(place)
+            principal, ip = whos.parts(who)
+            user, client_id = principals.parts(principal)
+            codes = {"cluster": cluster, "broker": broker, "user": user, "client_id": client_id}
+            codes["ip"] = ip
+        out: dict[str, Any] = {name: self.names[name].take(pa.array(codes[name])) for name in _TEXT}
+        out["metric"] = keys & ((1 << _WHO_SHIFT) - 1)
+        return out
+
+
+def _pack(columns: Sequence[np.ndarray], widths: Sequence[int]) -> np.ndarray:
+    packed = np.zeros(len(columns[0]), dtype=np.int64)
+    for column, width in zip(columns, widths, strict=True):
+        packed = (packed << width) | column
+    return packed
+
+
+def _unpack(packed: np.ndarray, widths: Sequence[int]) -> list[np.ndarray]:
+    parts = []
+    for width in reversed(widths):
+        parts.append(packed & ((1 << width) - 1))
+        packed = packed >> width
+    return parts[::-1]
 
 
 def _micros(when: datetime | None) -> int | None:
@@ -97,7 +181,7 @@ def _micros(when: datetime | None) -> int | None:
 
 
 class _Builder:
-    """Accumulates checked batches: the time range, the clusters, the codes."""
+    """Accumulates checked batches: the time range, the clusters, the keys."""
 
     def __init__(
         self,
@@ -108,8 +192,10 @@ class _Builder:
         self.clusters = frozenset(clusters)
         self.since = _micros(since)
         self.until = _micros(until)
-        self.series = pa.array([], pa.string())
-        self.codes: list[np.ndarray] = []
+        self.names = {name: _Names() for name in _TEXT}
+        self.principals, self.whos, self.places = _Pairs(), _Pairs(), _Pairs()
+        self.keys: list[np.ndarray] = []
+        self.layouts: list[tuple[int, ...] | None] = []
         self.times: list[np.ndarray] = []
         self.values: list[np.ndarray] = []
         self.seen: set[str] = set()
@@ -118,7 +204,7 @@ class _Builder:
 
     def mark(self) -> tuple[Any, ...]:
         return (
-            len(self.codes),
+            len(self.keys),
             set(self.seen),
             self.unconfigured,
             list(self.unconfigured_names),
@@ -126,7 +212,7 @@ class _Builder:
 
     def restore(self, mark: tuple[Any, ...]) -> None:
         size, self.seen, self.unconfigured, self.unconfigured_names = mark
-        del self.codes[size:], self.times[size:], self.values[size:]
+        del self.keys[size:], self.layouts[size:], self.times[size:], self.values[size:]
 
     def add(self, checked: CheckedBatch) -> None:
         keep = checked.reason == 0
@@ -137,36 +223,62 @@ class _Builder:
         rows = np.flatnonzero(keep)
         if not len(rows):
             return
-        take = pa.array(rows)
-        clusters = pc.dictionary_encode(checked.cluster.take(take))
-        names = clusters.dictionary.to_pylist()
-        self.seen.update(names)
-        configured = np.array([n in self.clusters for n in names], dtype=bool)
-        cluster_index = clusters.indices.to_numpy(zero_copy_only=False)
-        known = configured[cluster_index]
+        codes = {}
+        for name in _TEXT:
+            column = getattr(checked, name)
+            codes[name] = self.names[name].codes(column.names)[column.index[rows]]
+        clusters = self.names["cluster"].values.to_pylist()
+        present = np.flatnonzero(np.bincount(codes["cluster"]))
+        self.seen.update(clusters[i] for i in present)
+        configured = np.array([name in self.clusters for name in clusters], dtype=bool)
+        known = configured[codes["cluster"]]
         if not known.all():
             unknown = np.flatnonzero(~known)
             self.unconfigured += len(unknown)
             room = EXAMPLES_KEPT - len(self.unconfigured_names)
-            self.unconfigured_names += [names[cluster_index[i]] for i in unknown[:room]]
+            self.unconfigured_names += [clusters[codes["cluster"][i]] for i in unknown[:room]]
             rows = rows[known]
-            take = pa.array(rows)
+            codes = {name: code[known] for name, code in codes.items()}
         if not len(rows):
             return
-        key = pc.binary_join_element_wise(
-            *(getattr(checked, part).take(take) for part in SERIES_PARTS), SEPARATOR
-        )
-        encoded = pc.dictionary_encode(key)
-        # The run's dictionary first: its entries keep their codes (first
-        # occurrence order), this batch's new series are appended.
-        merged = pc.dictionary_encode(pa.concat_arrays([self.series, encoded.dictionary]))
-        remap = merged.indices.slice(len(self.series)).to_numpy(zero_copy_only=False)
-        self.series = merged.dictionary
-        self.codes.append(
-            remap[encoded.indices.to_numpy(zero_copy_only=False)].astype(np.int32, copy=False)
-        )
+        # Packed in the widths of the run's codes so far; repacked at the end.
+        widths = tuple(max((len(self.names[n].values) - 1).bit_length(), 1) for n in _TEXT)
+        metric = checked.metric[rows].astype(np.int64)
+        if sum(widths) <= _KEY_BITS - _WHO_SHIFT:
+            packed = _pack([codes[n] for n in _TEXT], widths)
+            self.keys.append((packed << _WHO_SHIFT) | metric)
+            self.layouts.append(widths)
+        else:
+            self.keys.append(self._pair_key(codes, metric))
+            self.layouts.append(None)
         self.times.append(checked.timestamp[rows])
         self.values.append(checked.value[rows])
+
+    def _pair_key(self, codes: Mapping[str, np.ndarray], metric: np.ndarray) -> np.ndarray:
+        principal = self.principals.ids(codes["user"], codes["client_id"])
+        who = self.whos.ids(principal, codes["ip"])
+        place = self.places.ids(codes["cluster"], codes["broker"])
+        if len(self.places.keys) >= 1 << (63 - _PLACE_SHIFT):
+            raise AnalyticsError("more than 2**27 (cluster, broker) pairs in the usage")
+        return (place << _PLACE_SHIFT) | (who << _WHO_SHIFT) | metric
+
+    def _final_keys(self) -> tuple[np.ndarray, tuple[int, ...] | None]:
+        """Every batch's keys in one layout: the final widths when they fit."""
+        widths = tuple(max((len(self.names[n].values) - 1).bit_length(), 1) for n in _TEXT)
+        fits = sum(widths) <= _KEY_BITS - _WHO_SHIFT
+        keys = []
+        for key, layout in zip(self.keys, self.layouts, strict=True):
+            if layout == (widths if fits else None):
+                keys.append(key)
+                continue
+            metric = key & ((1 << _WHO_SHIFT) - 1)
+            assert layout is not None  # once the codes do not fit, every later batch is paired
+            codes = dict(zip(_TEXT, _unpack(key >> _WHO_SHIFT, layout), strict=True))
+            if fits:
+                keys.append((_pack([codes[n] for n in _TEXT], widths) << _WHO_SHIFT) | metric)
+            else:
+                keys.append(self._pair_key(codes, metric))
+        return _joined(keys, np.int64), widths if fits else None
 
     def add_rows(self, columns: Mapping[str, list[Any]]) -> None:
         """Rows already checked by ``check_row`` (the Python parsers' chunks)."""
@@ -174,15 +286,23 @@ class _Builder:
         if not rows:
             return
         times = pa.array(columns["timestamp"], pa.timestamp("us", "UTC")).cast(pa.int64())
+        text = {}
+        for name in (*_TEXT, "metric"):
+            found = coded(pa.array(columns[name], pa.string()), rows)
+            assert found is not None
+            text[name] = Coded(found.index, pc.fill_null(found.names, ""))
+        metric = pc.fill_null(
+            pc.index_in(text["metric"].names, value_set=pa.array(METRIC_CODES)), -1
+        )
         self.add(
             CheckedBatch(
                 reason=np.zeros(rows, dtype=np.int8),
-                cluster=pa.array(columns["cluster"], pa.string()),
-                broker=pa.array(columns["broker"], pa.string()),
-                metric=pa.array(columns["metric"], pa.string()),
-                user=pa.array(columns["user"], pa.string()),
-                client_id=pa.array(columns["client_id"], pa.string()),
-                ip=pa.array(columns["ip"], pa.string()),
+                cluster=text["cluster"],
+                broker=text["broker"],
+                user=text["user"],
+                client_id=text["client_id"],
+                ip=text["ip"],
+                metric=metric.to_numpy(zero_copy_only=False).astype(np.int8)[text["metric"].index],
                 timestamp=times.to_numpy(zero_copy_only=False),
                 value=np.array(columns["value"], dtype=np.float64),
             )
@@ -199,19 +319,25 @@ class _Builder:
                         f"cluster {name}: cluster: no quota configuration for cluster "
                         f"{name!r} (configured: {configured})"
                     )
-            if not self.codes:
+            if not self.keys:
                 raise AnalyticsError(
                     "no usage row belongs to a configured cluster: the usage names "
                     f"{', '.join(sorted(self.seen))}, the configuration "
                     f"{configured} (map Prometheus labels with --cluster-label / "
                     "--default-cluster)"
                 )
-        return CodedUsage(
-            series=self.series,
-            code=_joined(self.codes, np.int32),
+        key, widths = self._final_keys()
+        self.keys = []
+        usage = CodedUsage(
+            key=key,
             timestamp=_joined(self.times, np.int64),
             value=_joined(self.values, np.float64),
+            names={name: names.values for name, names in self.names.items()},
+            widths=widths,
+            pairs=(self.principals, self.whos, self.places),
         )
+        self.keys, self.times, self.values = [], [], []
+        return usage
 
 
 def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
@@ -224,8 +350,13 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
 def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
-    file = pq.ParquetFile(path)
-    columns = [c for c in USAGE_COLUMNS if c in file.schema_arrow.names]
+    schema = pq.read_schema(path)
+    text = [
+        c for c in (*_TEXT, "metric") if c in schema.names and schema.field(c).type == pa.string()
+    ]
+    # Text columns stay dictionary-encoded as Parquet stores them: codes, not strings.
+    file = pq.ParquetFile(path, read_dictionary=text)
+    columns = [c for c in USAGE_COLUMNS if c in schema.names]
     yield from file.iter_batches(batch_size=BATCH_ROWS, columns=columns)
 
 
