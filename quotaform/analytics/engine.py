@@ -3,9 +3,10 @@
 
 Each function takes and returns plain rows (dicts keyed by the contract's
 column names of :mod:`quotaform.analytics.model`), sorted, so its output can
-be compared with the Spark engine's row for row. For small inputs it is the
-faster engine (no JVM to start); ``--engine auto`` picks it below the
-measured crossover.
+be compared with the Spark engine's row for row. The local engine
+(:mod:`quotaform.analytics.local`) computes the utilisation rows from Arrow
+with the same rules (:func:`utilisation` stays for row lists and as its
+reference in tests) and runs :func:`impact` and :func:`recommend` on them.
 """
 
 from __future__ import annotations

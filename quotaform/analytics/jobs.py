@@ -3,9 +3,10 @@
 Outputs in ``--out DIR``: ``<command>.parquet`` (the contract table),
 ``summary.json`` (``format_version``, ``schemas/analyze.schema.json``),
 ``report.md`` (for a pull-request comment) and ``report.html`` (self-contained:
-tables and plots inline). The engine is ``python`` (explain's resolution, no
-JVM), ``spark`` (PySpark, ``local[*]`` or ``--master``), or ``auto``: Spark
-from :data:`AUTO_SPARK_BYTES` of usage input on (the measured crossover).
+tables and plots inline). The engine is ``python`` (the local engine: Arrow
+and numpy, explain's resolution, no JVM; :mod:`quotaform.analytics.local`),
+``spark`` (PySpark, ``local[*]`` or ``--master``), or ``auto``: Spark from
+:data:`AUTO_SPARK_BYTES` of usage input on.
 """
 
 from __future__ import annotations
@@ -50,10 +51,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: ``--engine auto`` uses Spark from this much Parquet usage input on (bytes on
-#: disk). Measured on local[2] (``benchmarks/results/analytics_crossover.json``):
-#: Python 18.5 s vs Spark 30.0 s at 1M rows (10.4 MiB), Spark 69.8 s at 10M;
-#: the lines cross near 1.9M rows, about 20 MiB of Parquet.
-AUTO_SPARK_BYTES = 20 * 1024 * 1024
+#: disk). The local engine (Arrow, no JVM) was faster than Spark ``local[2]``
+#: at every size measured, 300k to 10M rows (``benchmarks/results/analytics_local.json``:
+#: at 10M rows, 104 MiB, about 15 s against more than 60 s), so on one
+#: machine there is no crossover; its peak memory grows by about 70 MiB per
+#: million rows (0.96 GiB at 10M), so from 1 GiB of Parquet (about 100M rows,
+#: some 7 GiB of memory) a Spark cluster (``--master``) is the safer choice.
+AUTO_SPARK_BYTES = 1024 * 1024 * 1024
 #: Text formats (CSV, JSON Lines, Prometheus, JmxTool) hold fewer rows per byte
 #: than Parquet: 7.4x (CSV) and 14.6x (JSON Lines) the bytes for the same
 #: 100,000 benchmark rows; 8 is used, so text input stays on Python a bit longer.

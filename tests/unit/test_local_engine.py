@@ -20,7 +20,14 @@ import pytest
 
 from quotaform.analytics import engine
 from quotaform.analytics.configs import QuotaConfig, by_cluster, read_snapshot
-from quotaform.analytics.jobs import AnalyzeRequest, Command, Engine, run_analysis
+from quotaform.analytics.jobs import (
+    AUTO_SPARK_BYTES,
+    AnalyzeRequest,
+    Command,
+    Engine,
+    choose_engine,
+    run_analysis,
+)
 from quotaform.analytics.local import aggregate, reader
 from quotaform.analytics.local.checks import METRIC_CODES
 from quotaform.analytics.local.reader import CodedUsage, read_coded_usage
@@ -483,3 +490,33 @@ def test_analyze_on_the_local_engine_writes_what_the_python_engine_computed(
         and first.title.startswith(f"{r.cluster}: ")
     )
     assert set(first.points) <= set(points)
+
+
+def test_a_usage_file_without_one_usable_row_makes_an_empty_table(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(
+        ",".join(USAGE_COLUMNS) + "\nprod-eu,1,yesterday,produce-byte-rate,x,,,1\n",
+        encoding="utf-8",
+    )
+    result = run_analysis(
+        AnalyzeRequest(
+            command=Command.utilisation,
+            configs=read_snapshot(FIXTURES / "snapshot.jsonl"),
+            usage=[path],
+            out=tmp_path / "out",
+            engine=Engine.python,
+        )
+    )
+    assert (result.rows, result.usage_rows, result.rejected.count) == (0, 0, 1)
+    assert pq.read_table(result.table).num_rows == 0 and result.series == []
+
+
+def test_auto_stays_local_below_a_gibibyte_of_parquet(tmp_path: Path) -> None:
+    request = AnalyzeRequest(
+        command=Command.utilisation,
+        configs=[],
+        usage=[FIXTURES / "usage.csv"],
+        out=tmp_path,
+    )
+    assert choose_engine(request) is Engine.python
+    assert AUTO_SPARK_BYTES == 1 << 30
