@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 import logging
 import math
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from quotaform.analytics.model import (
     UTILISATION_COLUMNS,
     UsageRow,
 )
+from quotaform.analytics.paths import DataPath, child, is_uri
 from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, read_usage, usage_files
 from quotaform.errors import AnalyticsError
 
@@ -47,6 +47,8 @@ __all__ = [
     "UsageSeries",
     "group_label",
     "run_analysis",
+    "table_rows",
+    "write_files",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,8 +94,9 @@ class AnalyzeRequest:
         command: utilisation, impact or recommend.
         configs: the quota configuration per cluster (before the change, for impact).
         after: impact: the configuration after the change.
-        usage: usage files or directories.
-        out: the output directory.
+        usage: usage files or directories: local paths or Hadoop URIs
+            (:mod:`quotaform.analytics.paths`; a URI needs the Spark engine).
+        out: the output directory, a local path or a Hadoop URI.
         engine, master: the engine, and Spark's master URL (default local[*]).
         usage_format, labels, cluster, broker: how to read the usage.
         since, until: the time range (UTC).
@@ -103,8 +106,8 @@ class AnalyzeRequest:
 
     command: Command
     configs: Sequence[QuotaConfig]
-    usage: Sequence[Path]
-    out: Path
+    usage: Sequence[DataPath]
+    out: DataPath
     after: Sequence[QuotaConfig] = ()
     engine: Engine = Engine.auto
     master: str | None = None
@@ -156,7 +159,7 @@ class AnalyzeResult:
     """
 
     engine: Engine
-    table: Path
+    table: DataPath
     rows: int
     top: list[dict[str, Any]]
     usage_rows: int
@@ -195,12 +198,25 @@ def _in_bucket_order(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def choose_engine(request: AnalyzeRequest) -> Engine:
-    """``request.engine``, with ``auto`` resolved by the usage input's size."""
+    """``request.engine``, with ``auto`` resolved by the usage input's size;
+    a Hadoop URI (usage or output) always means Spark.
+
+    Raises:
+        AnalyticsError: ``--engine python`` with a URI it cannot reach.
+    """
+    uris = [str(p) for p in (*request.usage, request.out) if is_uri(p)]
+    if request.engine is Engine.python and uris:
+        raise AnalyticsError(
+            f"{uris[0]}: a URI is read and written through Spark; --engine python reads "
+            "local paths only (use --engine spark, or a local path)"
+        )
     if request.engine is not Engine.auto:
         return request.engine
+    if uris:
+        return Engine.spark
     size = sum(
         p.stat().st_size / (1 if p.suffix == ".parquet" else TEXT_BYTES_PER_PARQUET_BYTE)
-        for p in usage_files(request.usage)
+        for p in usage_files([Path(p) for p in request.usage])
     )
     return Engine.spark if size >= AUTO_SPARK_BYTES else Engine.python
 
@@ -267,8 +283,9 @@ def run_analysis(
             cluster, or Spark cannot start.
     """
     say = progress or (lambda _m: None)
-    request.out.mkdir(parents=True, exist_ok=True)
     chosen = choose_engine(request)
+    if isinstance(request.out, Path):
+        request.out.mkdir(parents=True, exist_ok=True)
     configs = by_cluster(request.configs)
     after = by_cluster(request.after) if request.after else {}
     if request.command is Command.impact:
@@ -313,7 +330,7 @@ def _run_python(
     times: dict[str, float] = {}
     start = time.perf_counter()
     rows, rejected = read_usage(
-        request.usage,
+        [Path(p) for p in request.usage],
         fmt=request.usage_format,
         labels=request.labels,
         cluster=request.cluster,
@@ -340,7 +357,7 @@ def _run_python(
         table = py_engine.recommend(util, quantile=request.quantile, headroom=request.headroom)
     times["compute"] = time.perf_counter() - start
     start = time.perf_counter()
-    path = request.out / f"{request.command.value}.parquet"
+    path = Path(request.out) / f"{request.command.value}.parquet"
     _write_arrow(table, _COLUMNS[request.command], path)
     times["write"] = time.perf_counter() - start
     ranked = _ranked(request.command, table)
@@ -447,18 +464,17 @@ def _run_spark(
     times["spark_start"] = time.perf_counter() - start
     say(f"Spark {spark.version} on {spark.sparkContext.master} ({times['spark_start']:.1f} s)")
     start = time.perf_counter()
-    usage, rejected = job.read_usage_frame(
+    usage, rejected, usage_rows = job.read_usage_counted(
         spark,
         request.usage,
         fmt=request.usage_format,
         labels=request.labels,
         cluster=request.cluster,
         broker=request.broker,
-        scratch=request.out / "_staged",
         known=sorted(configs),
+        since=request.since,
+        until=request.until,
     )
-    usage = job.in_range(usage, request.since, request.until)
-    usage_rows = usage.count()
     if usage_rows == 0 and rejected.by_reason.get("cluster"):
         raise AnalyticsError(
             "no usage row belongs to a configured cluster ("
@@ -476,12 +492,11 @@ def _run_spark(
         table = transforms.impact(util.cache(), after=after_frame, window_s=request.window_s)
     else:
         table = transforms.recommend(util, quantile=request.quantile, headroom=request.headroom)
-    path = request.out / f"{request.command.value}.parquet"
+    path = child(request.out, f"{request.command.value}.parquet")
     job.write_table(table.select(*_COLUMNS[request.command]), path)
     times["compute_and_write"] = time.perf_counter() - start
     say(f"wrote {path} ({times['compute_and_write']:.1f} s)")
     written = spark.read.parquet(str(path))
-    rows = written.count()
     if request.command is Command.utilisation:
         top_frame = written.orderBy(
             F.col("utilisation_p99").desc_nulls_last(),
@@ -499,7 +514,7 @@ def _run_spark(
     result = AnalyzeResult(
         engine=Engine.spark,
         table=path,
-        rows=rows,
+        rows=0,
         top=top,
         usage_rows=usage_rows,
         rejected=rejected,
@@ -509,11 +524,40 @@ def _run_spark(
     if request.command is Command.utilisation:
         result.series = _series_spark(usage, top[:PLOTTED])
     usage.unpersist()
-    shutil.rmtree(request.out / "_staged", ignore_errors=True)  # Prometheus/JmxTool as JSON Lines
     return result
 
 
+def write_files(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, DataPath]:
+    """Write small text files (name -> text) into ``request.out``: with the
+    local file system for a local directory, through Spark for a URI
+    (:func:`quotaform.analytics.spark.job.write_texts`); returns name ->
+    where it went."""
+    out = request.out
+    if isinstance(out, Path):
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+        return {name: out / name for name in files}
+    from quotaform.analytics.spark import job
+
+    return dict(job.write_texts(job.spark_session(request.master), out, files))
+
+
+def table_rows(request: AnalyzeRequest, result: AnalyzeResult) -> list[dict[str, Any]]:
+    """Every row of the written table, as dicts (pyarrow for a local table,
+    Spark for a URI)."""
+    if isinstance(result.table, Path):
+        import pyarrow.parquet as pq
+
+        # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
+        return pq.read_table(result.table).to_pylist()
+    from quotaform.analytics.spark import job
+
+    spark = job.spark_session(request.master)
+    return [r.asDict() for r in spark.read.parquet(result.table).collect()]
+
+
 def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> None:
+    """The table's row count and the summary's counts in one aggregation."""
     from pyspark.sql import functions as F
 
     if command is Command.utilisation:
@@ -527,36 +571,42 @@ def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> Non
             .when(F.col("utilisation_p99") >= BUCKETS[-1], F.lit(f">= {BUCKETS[-1]:g}"))
             .otherwise(bucket)
         )
-        result.histogram = _in_bucket_order(
-            {
-                r["bucket"]: int(r["count"])
-                for r in frame.groupBy(bucket.alias("bucket")).count().collect()
-            }
+        rows = (
+            frame.groupBy(bucket.alias("bucket"))
+            .agg(F.count("*").alias("count"), F.sum(F.col("censored").cast("int")).alias("cens"))
+            .collect()
         )
-        agg = frame.agg(
-            F.count("*").alias("groups"),
-            F.sum(F.col("censored").cast("int")).alias("censored"),
-            F.sum((F.col("utilisation_p99") >= 1.0).cast("int")).alias("over"),
-        ).first()
+        counts = {r["bucket"]: int(r["count"]) for r in rows}
+        result.rows = sum(counts.values())
+        result.histogram = _in_bucket_order(counts)
         result.extra = {
-            "groups": int(agg["groups"] or 0),
-            "censored": int(agg["censored"] or 0),
-            "over_quota": int(agg["over"] or 0),
+            "groups": result.rows,
+            "censored": sum(int(r["cens"] or 0) for r in rows),
+            "over_quota": counts.get(f">= {BUCKETS[-1]:g}", 0),
         }
     elif command is Command.impact:
-        counts = {
-            r["group_change"]: int(r["count"])
-            for r in frame.groupBy("group_change").count().collect()
-        }
-        newly = frame.where(F.col("newly_throttled")).count()
+        rows = (
+            frame.groupBy("group_change")
+            .agg(
+                F.count("*").alias("count"),
+                F.sum(F.col("newly_throttled").cast("int")).alias("newly"),
+            )
+            .collect()
+        )
+        counts = {r["group_change"]: int(r["count"]) for r in rows}
+        result.rows = sum(counts.values())
         result.extra = {
             "changed": result.rows,
-            "newly_throttled": int(newly),
+            "newly_throttled": sum(int(r["newly"] or 0) for r in rows),
             "group_changes": {k: counts.get(k, 0) for k in ("splits", "merges")},
         }
     else:
-        censored = frame.where(F.col("censored")).count()
-        result.extra = {"recommendations": result.rows, "censored": int(censored)}
+        rows = frame.groupBy("censored").count().collect()
+        result.rows = sum(int(r["count"]) for r in rows)
+        result.extra = {
+            "recommendations": result.rows,
+            "censored": sum(int(r["count"]) for r in rows if r["censored"]),
+        }
 
 
 def _series_spark(usage: Any, top: Sequence[Mapping[str, Any]]) -> list[UsageSeries]:

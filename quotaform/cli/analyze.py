@@ -19,6 +19,7 @@ import typer
 
 from quotaform.analytics.jobs import Command, Engine
 from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
+from quotaform.analytics.paths import data_path
 from quotaform.analytics.usage import UsageFormat
 from quotaform.app.analyze import (
     AnalyzeCommandRequest,
@@ -58,16 +59,25 @@ Manifests = Annotated[
     ),
 ]
 Usage = Annotated[
-    list[Path],
+    list[str],
     typer.Option(
         "--usage",
         metavar="PATH",
-        help="Usage samples: files or directories (repeatable). Parquet / CSV / JSON Lines "
+        help="Usage samples: files or directories (repeatable), local or a Hadoop URI "
+        "(file:///, hdfs://, s3a://: read by Spark). Parquet / CSV / JSON Lines "
         "(schemas/usage.schema.json), Prometheus query_range JSON, or JmxTool CSV.",
         show_default=False,
     ),
 ]
-Out = Annotated[Path, typer.Option("--out", metavar="DIR", help="Where the tables and reports go.")]
+Out = Annotated[
+    str,
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        help="Where the tables and reports go: a local directory or a Hadoop URI "
+        "(file:///, hdfs://, s3a://: written by Spark).",
+    ),
+]
 Snapshot = Annotated[
     list[Path] | None,
     typer.Option(
@@ -201,7 +211,7 @@ def _usage(
     until: Until = None,
 ) -> UsageOptions:
     return UsageOptions(
-        tuple(usage),
+        tuple(data_path(p) for p in usage),
         engine=engine,
         master=master,
         usage_format=usage_format,
@@ -223,7 +233,7 @@ with_usage = expands("usage", _usage)
 def _run(
     command: Command,
     usage: UsageOptions,
-    out: Path,
+    out: str,
     manifests: list[Path] | None,
     snapshots: list[Path] | None,
     connection: ConnectionOptions,
@@ -235,7 +245,7 @@ def _run(
     request = AnalyzeCommandRequest(
         command,
         usage=usage,
-        out=out,
+        out=data_path(out),
         manifests=tuple(manifests or ()),
         snapshots=tuple(snapshots or ()),
         connection=connection,

@@ -13,20 +13,24 @@ may be any Hadoop-compatible path Spark can read.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quotaform.analytics.configs import QuotaConfig, config_rows
 from quotaform.analytics.model import USAGE_COLUMNS
+from quotaform.analytics.paths import DataPath, name_of
 from quotaform.analytics.spark import transforms
 from quotaform.analytics.spark.schemas import CONFIG_SCHEMA, USAGE_SCHEMA
 from quotaform.analytics.usage import (
@@ -38,13 +42,12 @@ from quotaform.analytics.usage import (
     jmxtool_rows,
     prometheus_rows,
     usage_files,
-    write_jsonl,
 )
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
-__all__ = ["config_frame", "read_usage_frame", "spark_session", "write_table"]
+__all__ = ["config_frame", "read_usage_frame", "spark_session", "write_table", "write_texts"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def spark_session(
     )
     if master is not None:
         builder = builder.master(master)
-    elif "SPARK_MASTER" not in os.environ and not os.environ.get("PYSPARK_SUBMIT_ARGS"):
+    elif not _submitted() and "SPARK_MASTER" not in os.environ:
         builder = builder.master("local[*]")
     try:
         spark = builder.getOrCreate()
@@ -83,6 +86,12 @@ def spark_session(
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _submitted() -> bool:
+    """True when spark-submit (or ``pyspark --master``) started this driver:
+    its master, from the submit arguments, is kept."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("PYSPARK_SUBMIT_ARGS"))
 
 
 def config_frame(spark: SparkSession, configs: Sequence[QuotaConfig]) -> DataFrame:
@@ -175,60 +184,201 @@ def _with_columns(frame: DataFrame, path: str) -> DataFrame:
     return frame
 
 
+#: Prometheus and JmxTool rows as handed to Spark: text, checked like JSON Lines.
+_STAGED_SCHEMA = pa.schema([(c, pa.string()) for c in (*USAGE_COLUMNS, "_where")])
+#: Rows per Arrow batch of parsed (Prometheus, JmxTool) usage.
+_BATCH_ROWS = 50_000
+#: File name endings read as usage from a directory (as :func:`usage_files`).
+_DATA_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
+
+
+def _usage_inputs(
+    spark: SparkSession, paths: Sequence[DataPath], fmt: UsageFormat
+) -> list[tuple[DataPath, UsageFormat, bool]]:
+    """Each usage file as (where, layout, local?): local paths listed with
+    :func:`usage_files`, URIs listed by Spark (``binaryFile``, content not
+    read), in the order given."""
+    found: list[tuple[DataPath, UsageFormat, bool]] = []
+    for given in paths:
+        if isinstance(given, Path):
+            for path in usage_files([given]):
+                found.append((path, detect_format(path) if fmt is UsageFormat.auto else fmt, True))
+            continue
+        for uri in _listed(spark, given):
+            found.append((uri, _uri_format(spark, uri) if fmt is UsageFormat.auto else fmt, False))
+    return found
+
+
+def _listed(spark: SparkSession, uri: str) -> list[str]:
+    """The data files at ``uri`` (a file, or a directory searched
+    recursively; names starting with ``.`` or ``_`` left out, as Spark does).
+
+    Raises:
+        AnalyticsError: nothing there, or no data file in it.
+    """
+    try:
+        rows = (
+            spark.read.format("binaryFile")
+            .option("recursiveFileLookup", "true")
+            .load(uri)
+            .select("path")
+            .collect()
+        )
+    except Exception as exc:  # Spark's AnalysisException (PATH_NOT_FOUND) and kin
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise AnalyticsError(f"{uri}: cannot be listed by Spark ({first})") from None
+    files = sorted(str(r["path"]) for r in rows if str(r["path"]).endswith(_DATA_SUFFIXES))
+    if not files:
+        raise AnalyticsError(f"{uri}: no usage files (*.parquet, *.csv, *.jsonl, *.json)")
+    return files
+
+
+def _uri_format(spark: SparkSession, uri: str) -> UsageFormat:
+    """:func:`detect_format` for a URI: its first line read through Spark."""
+    if uri.endswith(".json"):
+        return UsageFormat.prometheus
+    if uri.endswith(".csv"):
+        first = spark.read.text(uri).first()
+        if first is not None and str(first["value"]).startswith('"time"'):
+            return UsageFormat.jmxtool
+    return UsageFormat.generic
+
+
+@contextlib.contextmanager
+def _local_copy(spark: SparkSession, where: DataPath, local: bool) -> Iterator[Path]:
+    """``where`` as a local file for the streaming parsers: itself, or a
+    URI's text fetched through Spark into a temporary file (removed after)."""
+    if local:
+        yield Path(where)
+        return
+    row = spark.read.text(str(where), wholetext=True).first()
+    with tempfile.TemporaryDirectory(prefix="quotaform-usage-") as scratch:
+        path = Path(scratch) / name_of(where)
+        path.write_text("" if row is None else str(row["value"]), encoding="utf-8")
+        try:
+            yield path
+        except AnalyticsError as exc:
+            raise AnalyticsError(str(exc).replace(str(path), str(where))) from None
+
+
+def _text(value: Any) -> str | None:
+    """A parsed record's value as the text a JSON Lines file would hold."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return str(value)
+
+
+def _record_batches(
+    records: Iterable[tuple[str, Mapping[str, Any] | str]],
+    rejected: Rejections,
+    *,
+    label: str,
+    local: Path,
+) -> list[pa.RecordBatch]:
+    """Parsed usage records as Arrow batches of :data:`_STAGED_SCHEMA`
+    (``_where`` naming ``label``, not the local copy); refusals counted in
+    ``rejected``."""
+    copy = str(local)
+    batches: list[pa.RecordBatch] = []
+    columns: dict[str, list[str | None]] = {c: [] for c in _STAGED_SCHEMA.names}
+
+    def flush() -> None:
+        if columns["_where"]:
+            batches.append(pa.RecordBatch.from_pydict(columns, schema=_STAGED_SCHEMA))
+            for values in columns.values():
+                values.clear()
+
+    for where, record in records:
+        where = where.replace(copy, label, 1)
+        if isinstance(record, str):
+            rejected.reject(where, record)
+            continue
+        for column in USAGE_COLUMNS:
+            columns[column].append(_text(record.get(column)))
+        columns["_where"].append(where)
+        if len(columns["_where"]) >= _BATCH_ROWS:
+            flush()
+    flush()
+    return batches
+
+
 def read_usage_frame(
     spark: SparkSession,
-    paths: Sequence[Path],
+    paths: Sequence[DataPath],
     *,
     fmt: UsageFormat = UsageFormat.auto,
     labels: LabelMap | None = None,
     cluster: str | None = None,
     broker: str | None = None,
-    scratch: Path | None = None,
     known: Sequence[str] | None = None,
 ) -> tuple[DataFrame, Rejections]:
-    """The usage table as a DataFrame (USAGE_SCHEMA) and what was rejected.
+    """The usage table as a DataFrame (USAGE_SCHEMA) and what was rejected:
+    :func:`read_usage_counted` without a time range or the count."""
+    usage, rejected, _rows = read_usage_counted(
+        spark, paths, fmt=fmt, labels=labels, cluster=cluster, broker=broker, known=known
+    )
+    return usage, rejected
 
-    Generic files are read by Spark in parallel; Prometheus and JmxTool files
-    are first streamed into JSON Lines under ``scratch`` (a big ``query_range``
-    document is never one task). Every row is checked once (rows of clusters
-    not in ``known`` are rejected too); the checked rows are cached, counted
-    by reason in one pass, and the first rejected ones named by file and row.
-    The returned DataFrame is cached when any input is text (unpersist it
-    when done); Parquet alone is read again by each action.
+
+def read_usage_counted(
+    spark: SparkSession,
+    paths: Sequence[DataPath],
+    *,
+    fmt: UsageFormat = UsageFormat.auto,
+    labels: LabelMap | None = None,
+    cluster: str | None = None,
+    broker: str | None = None,
+    known: Sequence[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[DataFrame, Rejections, int]:
+    """The usable usage rows with ``since <= timestamp < until`` as a
+    DataFrame (USAGE_SCHEMA), what was rejected, and how many rows are usable
+    (counted in the same pass as the rejections: one scan of the input).
+
+    ``paths`` are local paths or Hadoop URIs (``file:///``, ``hdfs://``,
+    ``s3a://``; a URI directory is listed by Spark, recursively). Generic
+    files (Parquet, CSV, JSON Lines) are read by Spark in parallel, where
+    they are. Prometheus and JmxTool files are parsed on the driver (a URI's
+    text fetched through Spark first) and handed to Spark as Arrow batches,
+    so the same code runs in local mode, on a cluster and over Spark Connect.
+    Every row is checked once (rows of clusters not in ``known`` are rejected
+    too); the checked rows are counted by reason in one pass, and the first
+    rejected ones named by file and row. The returned DataFrame is cached when
+    any input is text (unpersist it when done); Parquet alone is read again by
+    each action.
+
+    Raises:
+        AnalyticsError: a path that does not exist or holds no usage file, a
+            generic file without the usage columns.
     """
     rejected = Rejections()
     frames: list[DataFrame] = []
     bad: list[DataFrame] = []
-    staged_dir = Path(scratch or tempfile.mkdtemp(prefix="quotaform-usage-"))
-    staged_dir.mkdir(parents=True, exist_ok=True)
     generic: dict[str, list[str]] = {"parquet": [], "csv": [], "json": []}
-    for number, path in enumerate(usage_files(paths)):
-        kind = detect_format(path) if fmt is UsageFormat.auto else fmt
+    parsed: list[pa.RecordBatch] = []
+    for where, kind, local in _usage_inputs(spark, paths, fmt):
         if kind in (UsageFormat.prometheus, UsageFormat.jmxtool):
-            records = (
-                prometheus_rows(path, labels or LabelMap(), rejected)
-                if kind is UsageFormat.prometheus
-                else jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected)
-            )
-            out = staged_dir / f"{number:05d}-{path.stem}.jsonl"
-            with out.open("w", encoding="utf-8") as fh:
-                good = []
-                for where, record in records:
-                    if isinstance(record, str):
-                        rejected.reject(where, record)
-                    else:
-                        good.append({**record, "_where": where})
-                        if len(good) >= 10000:
-                            write_jsonl(good, fh)
-                            good.clear()
-                write_jsonl(good, fh)
-            generic["json"].append(str(out))
-        elif path.suffix == ".parquet":
-            generic["parquet"].append(str(path))
-        elif path.suffix == ".csv":
-            generic["csv"].append(str(path))
+            with _local_copy(spark, where, local) as path:
+                records = (
+                    prometheus_rows(path, labels or LabelMap(), rejected)
+                    if kind is UsageFormat.prometheus
+                    else jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected)
+                )
+                parsed += _record_batches(records, rejected, label=str(where), local=path)
+        elif name_of(where).endswith(".parquet"):
+            generic["parquet"].append(str(where))
+        elif name_of(where).endswith(".csv"):
+            generic["csv"].append(str(where))
         else:
-            generic["json"].append(str(path))
+            generic["json"].append(str(where))
+    if parsed:
+        table = pa.Table.from_batches(parsed, schema=_STAGED_SCHEMA)
+        frames.append(spark.createDataFrame(table))
     row_id = F.concat(F.input_file_name(), F.lit(" row "), F.monotonically_increasing_id())
     if generic["parquet"]:
         frame = _with_columns(
@@ -262,7 +412,7 @@ def read_usage_frame(
                 frame = frame.withColumn(column, F.lit(None).cast("string"))
         frames.append(frame.select(*USAGE_COLUMNS, "_where"))
     if not frames:
-        return spark.createDataFrame([], USAGE_SCHEMA), rejected
+        return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
 
     def check_all(with_where: bool) -> DataFrame:
         parts = [_checked(f, F.col("_where"), known) for f in frames]
@@ -278,13 +428,25 @@ def read_usage_frame(
     # (benchmarks/README.md). The first rejected rows are found again,
     # labelled, only if any.
     checked = check_all(False)
-    if generic["csv"] or generic["json"]:
+    if generic["csv"] or generic["json"] or parsed:
         checked = checked.cache()
-    counts = checked.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect()
+    window = F.lit(True)
+    if since is not None:
+        window = window & (F.col("timestamp") >= F.lit(since))
+    if until is not None:
+        window = window & (F.col("timestamp") < F.lit(until))
+    counts = (
+        checked.groupBy(F.split("_reason", ":")[0].alias("kind"))
+        .agg(F.count("*").alias("count"), F.count(F.when(window, 1)).alias("in_range"))
+        .collect()
+    )
+    usable = 0
     for row in counts:
         if row["kind"] is not None:
             rejected.count += int(row["count"])
             rejected.by_reason[str(row["kind"])] += int(row["count"])
+        else:
+            usable = int(row["in_range"])
     failed_parts = [f for f in bad]
     if rejected.count:
         failed_parts.insert(
@@ -299,15 +461,50 @@ def read_usage_frame(
             if len(rejected.examples) < EXAMPLES_KEPT:
                 rejected.examples.append(f"{row['_where']}: {row['_reason']}")
     usage = checked.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS)
-    return usage, rejected
+    return in_range(usage, since, until), rejected, usable
 
 
-def write_table(frame: DataFrame, path: Path) -> None:
-    """Write ``frame`` as Parquet at ``path`` (a directory of part files, one
-    per partition: the computation stays parallel), replacing what is there."""
-    if path.exists():
+def write_table(frame: DataFrame, path: DataPath) -> None:
+    """Write ``frame`` as Parquet at ``path`` (a local path or a Hadoop URI; a
+    directory of part files, one per partition: the computation stays
+    parallel), replacing what is there."""
+    if isinstance(path, Path) and path.exists():
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     frame.write.mode("overwrite").parquet(str(path))
+
+
+def write_texts(spark: SparkSession, out: str, files: Mapping[str, str]) -> dict[str, str]:
+    """Write small text files (the reports) under the URI ``out``; returns
+    name -> the URI written.
+
+    Through Hadoop's ``FileSystem`` where the session has a JVM (local mode,
+    ``--master``, spark-submit): ``out/report.md`` is one file, as locally.
+    Over Spark Connect the client has no file system of the cluster's, so
+    each is written by Spark as a one-part text dataset
+    (``out/report.md/part-00000-*.txt``).
+    """
+    written: dict[str, str] = {}
+    jvm = None if _is_connect(spark) else getattr(spark, "_jvm", None)
+    for name, text in files.items():
+        target = f"{out.rstrip('/')}/{name}"
+        if jvm is not None:
+            hadoop_path = jvm.org.apache.hadoop.fs.Path(target)
+            fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+            stream = fs.create(hadoop_path, True)
+            try:
+                stream.write(bytearray(text.encode("utf-8")))
+            finally:
+                stream.close()
+        else:
+            one = spark.createDataFrame([(text.rstrip("\n"),)], "value string").coalesce(1)
+            one.write.mode("overwrite").option("lineSep", "\n").text(target)
+        written[name] = target
+    return written
+
+
+def _is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (no JVM on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def in_range(frame: DataFrame, since: datetime | None, until: datetime | None) -> DataFrame:
@@ -319,4 +516,4 @@ def in_range(frame: DataFrame, since: datetime | None, until: datetime | None) -
     return frame
 
 
-__all__ += ["in_range", "transforms"]
+__all__ += ["in_range", "read_usage_counted", "transforms"]
