@@ -1,14 +1,15 @@
 """The Spark job: the only place that starts a SparkSession, reads and writes.
 
 ``local[*]`` by default from ``pip install quotaform[spark]`` (Java 17+); a
-real cluster with ``--master`` or by submitting this module::
+real cluster with ``--master``, or by submitting the same run
+(:mod:`quotaform.cli.spark_submit`)::
 
-    job=$(python -c 'import quotaform.analytics.spark.job as j; print(j.__file__)')
-    spark-submit --master spark://host:7077 "$job" \\
+    spark-submit --master "$SPARK_MASTER_URL" "$(python -m quotaform.cli.spark_submit --path)" \
         utilisation manifests/ --usage s3a://bucket/usage/ --out s3a://bucket/out/
 
 (quotaform installed on the driver and the executors). Inputs and outputs
-may be any Hadoop-compatible path Spark can read.
+may be local paths or any Hadoop-compatible URI Spark can read and write
+(:mod:`quotaform.analytics.paths`).
 """
 
 from __future__ import annotations
