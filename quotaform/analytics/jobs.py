@@ -32,6 +32,7 @@ from quotaform.analytics.model import (
     UTILISATION_COLUMNS,
     UsageRow,
 )
+from quotaform.analytics.remote import redact_remote
 from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, read_usage, usage_files
 from quotaform.errors import AnalyticsError
 
@@ -95,6 +96,8 @@ class AnalyzeRequest:
         usage: usage files or directories.
         out: the output directory.
         engine, master: the engine, and Spark's master URL (default local[*]).
+        remote: a Spark Connect URL (``sc://HOST:PORT``) instead of a master;
+            implies the Spark engine. Messages show it redacted.
         usage_format, labels, cluster, broker: how to read the usage.
         since, until: the time range (UTC).
         window_s: the quota window W of the throttle formula (seconds).
@@ -108,6 +111,7 @@ class AnalyzeRequest:
     after: Sequence[QuotaConfig] = ()
     engine: Engine = Engine.auto
     master: str | None = None
+    remote: str | None = None
     usage_format: UsageFormat = UsageFormat.auto
     labels: LabelMap = field(default_factory=LabelMap)
     cluster: str | None = None
@@ -195,7 +199,19 @@ def _in_bucket_order(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def choose_engine(request: AnalyzeRequest) -> Engine:
-    """``request.engine``, with ``auto`` resolved by the usage input's size."""
+    """``request.engine``, with ``auto`` resolved: Spark for a remote, else
+    by the usage input's size.
+
+    Raises:
+        AnalyticsError: a remote with ``--engine python``.
+    """
+    if request.remote is not None:
+        if request.engine is Engine.python:
+            raise AnalyticsError(
+                f"--remote {redact_remote(request.remote)} runs the Spark engine: drop "
+                "--engine python (or the remote)"
+            )
+        return Engine.spark
     if request.engine is not Engine.auto:
         return request.engine
     size = sum(
@@ -278,7 +294,17 @@ def run_analysis(
     say(f"engine: {chosen.value}")
     if chosen is Engine.python:
         return _run_python(request, configs, after, say)
-    return _run_spark(request, configs, after, say)
+    try:
+        return _run_spark(request, configs, after, say)
+    except AnalyticsError:
+        raise
+    except Exception as exc:  # PySpark's, Py4J's and the Connect client's errors
+        from quotaform.analytics.spark.job import spark_error
+
+        failure = spark_error(exc, master=request.master, remote=request.remote)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def _in_configs(
@@ -443,9 +469,10 @@ def _run_spark(
 
     times: dict[str, float] = {}
     start = time.perf_counter()
-    spark = job.spark_session(request.master)
+    spark = job.spark_session(request.master, remote=request.remote)
     times["spark_start"] = time.perf_counter() - start
-    say(f"Spark {spark.version} on {spark.sparkContext.master} ({times['spark_start']:.1f} s)")
+    where = job.session_target(spark, request.remote)
+    say(f"Spark {spark.version} on {where} ({times['spark_start']:.1f} s)")
     start = time.perf_counter()
     usage, rejected = job.read_usage_frame(
         spark,
