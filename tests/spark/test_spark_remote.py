@@ -297,3 +297,69 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# ------------------------------------------------------------ the thin client
+
+
+def _readme_connect_block() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("**Spark Connect.**")
+    block = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
+    assert block is not None
+    text = block.group(1).replace("\\\n", " ")
+    return [" ".join(line.split("#")[0].split()) for line in text.splitlines() if line.strip()]
+
+
+def _thin_venv() -> Path:
+    """A venv with ``quotaform[spark-connect]`` (pyspark-client, no JVM),
+    cached under ``~/.cache/quotaform`` by the hash of pyproject.toml and
+    constraints.txt (built fresh in CI: about 90 s)."""
+    import hashlib
+
+    from quotaform.sandbox.jars import cache_root
+
+    digest = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
+    ).hexdigest()[:12]
+    venv = cache_root() / f"thin-client-{digest}"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    return venv
+
+
+def test_the_readme_thin_client_runs_without_java(
+    spark_connect: Any, local: dict[str, Path], tmp_path: Path
+) -> None:
+    install, *analyses = _readme_connect_block()
+    assert install.startswith("pip install") and "[spark-connect]" in install, install
+    venv = _thin_venv()
+    bin_dir = venv / "bin"
+    done = subprocess.run(
+        ["/bin/bash", "-c", install], cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**_env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+             "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (tmp_path / "tests/fixtures").mkdir(parents=True)
+    (tmp_path / "tests/fixtures/analytics").symlink_to(FIXTURES)
+    no_java = {
+        k: v for k, v in _env().items() if k not in ("JAVA_HOME", "PYTHONPATH", "SPARK_HOME")
+    }
+    no_java["PATH"] = str(bin_dir)  # nothing else: no java reachable
+    no_java["PYTHONPATH"] = str(ROOT)  # this checkout's quotaform over the cached install
+    assert not any((Path(p) / "java").exists() for p in no_java["PATH"].split(os.pathsep))
+    for command in analyses:
+        command = command.replace("sc://127.0.0.1:15002", spark_connect.remote)
+        done = subprocess.run(
+            ["/bin/bash", "-c", command], cwd=tmp_path, env=no_java, capture_output=True,
+            text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr[-3000:])
+        assert_quiet(done.stderr)
+    probe = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import pyspark.util as u; print(u.is_remote_only())"],
+        env=no_java, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert probe.stdout.strip() == "True", probe.stderr
+    assert _rows(tmp_path / "out", "utilisation") == _rows(local["spark"], "utilisation")
