@@ -19,6 +19,7 @@ workers and are reported apart (``executors_peak_rss_mib``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -30,9 +31,9 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from analytics import snapshot, usage_table  # noqa: E402  (the benchmark's own table)
+from analytics import snapshot, usage_table  # the benchmark's own table
 
-from quotaform.sandbox.spark import start_cluster, stop_spark  # noqa: E402
+from quotaform.sandbox.spark import start_cluster, stop_spark
 
 CHUNK = 10_000_000
 
@@ -56,10 +57,8 @@ def usage_dir(rows: int, root: Path) -> Path:
 def _tree_rss(proc: psutil.Process) -> int:
     total = 0
     for p in (proc, *proc.children(recursive=True)):
-        try:
+        with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
-        except psutil.Error:
-            pass
     return total
 
 
@@ -78,10 +77,8 @@ def run(master: str, usage: Path, snap: Path, out: Path, workers: list[int]) -> 
         driver = max(driver, _tree_rss(proc))
         executor_rss = 0
         for pgid in workers:
-            try:
+            with contextlib.suppress(psutil.Error):
                 executor_rss += sum(_tree_rss(c) for c in psutil.Process(pgid).children())
-            except psutil.Error:
-                pass
         executors = max(executors, executor_rss)
         time.sleep(0.5)
     wall = time.perf_counter() - start

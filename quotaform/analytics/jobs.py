@@ -32,6 +32,7 @@ from quotaform.analytics.model import (
     UsageRow,
 )
 from quotaform.analytics.paths import DataPath, child, is_uri
+from quotaform.analytics.remote import redact_remote
 from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, read_usage, usage_files
 from quotaform.errors import AnalyticsError
 
@@ -98,6 +99,8 @@ class AnalyzeRequest:
             (:mod:`quotaform.analytics.paths`; a URI needs the Spark engine).
         out: the output directory, a local path or a Hadoop URI.
         engine, master: the engine, and Spark's master URL (default local[*]).
+        remote: a Spark Connect URL (``sc://HOST:PORT``) instead of a master;
+            implies the Spark engine. Messages show it redacted.
         usage_format, labels, cluster, broker: how to read the usage.
         since, until: the time range (UTC).
         window_s: the quota window W of the throttle formula (seconds).
@@ -111,6 +114,7 @@ class AnalyzeRequest:
     after: Sequence[QuotaConfig] = ()
     engine: Engine = Engine.auto
     master: str | None = None
+    remote: str | None = None
     usage_format: UsageFormat = UsageFormat.auto
     labels: LabelMap = field(default_factory=LabelMap)
     cluster: str | None = None
@@ -198,12 +202,20 @@ def _in_bucket_order(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def choose_engine(request: AnalyzeRequest) -> Engine:
-    """``request.engine``, with ``auto`` resolved by the usage input's size;
-    a Hadoop URI (usage or output) always means Spark.
+    """``request.engine``, with ``auto`` resolved: Spark for a remote or a
+    Hadoop URI (usage or output), else by the usage input's size.
 
     Raises:
-        AnalyticsError: ``--engine python`` with a URI it cannot reach.
+        AnalyticsError: ``--engine python`` with a remote, or with a URI it
+            cannot reach.
     """
+    if request.remote is not None:
+        if request.engine is Engine.python:
+            raise AnalyticsError(
+                f"--remote {redact_remote(request.remote)} runs the Spark engine: drop "
+                "--engine python (or the remote)"
+            )
+        return Engine.spark
     uris = [str(p) for p in (*request.usage, request.out) if is_uri(p)]
     if request.engine is Engine.python and uris:
         raise AnalyticsError(
@@ -295,7 +307,17 @@ def run_analysis(
     say(f"engine: {chosen.value}")
     if chosen is Engine.python:
         return _run_python(request, configs, after, say)
-    return _run_spark(request, configs, after, say)
+    try:
+        return _run_spark(request, configs, after, say)
+    except AnalyticsError:
+        raise
+    except Exception as exc:  # PySpark's, Py4J's and the Connect client's errors
+        from quotaform.analytics.spark.job import spark_error
+
+        failure = spark_error(exc, master=request.master, remote=request.remote)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def _in_configs(
@@ -460,9 +482,10 @@ def _run_spark(
 
     times: dict[str, float] = {}
     start = time.perf_counter()
-    spark = job.spark_session(request.master)
+    spark = job.spark_session(request.master, remote=request.remote)
     times["spark_start"] = time.perf_counter() - start
-    say(f"Spark {spark.version} on {spark.sparkContext.master} ({times['spark_start']:.1f} s)")
+    where = job.session_target(spark, request.remote)
+    say(f"Spark {spark.version} on {where} ({times['spark_start']:.1f} s)")
     start = time.perf_counter()
     usage, rejected, usage_rows = job.read_usage_counted(
         spark,
@@ -539,7 +562,9 @@ def write_files(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, 
         return {name: out / name for name in files}
     from quotaform.analytics.spark import job
 
-    return dict(job.write_texts(job.spark_session(request.master), out, files))
+    return dict(
+        job.write_texts(job.spark_session(request.master, remote=request.remote), out, files)
+    )
 
 
 def table_rows(request: AnalyzeRequest, result: AnalyzeResult) -> list[dict[str, Any]]:
@@ -552,7 +577,7 @@ def table_rows(request: AnalyzeRequest, result: AnalyzeResult) -> list[dict[str,
         return pq.read_table(result.table).to_pylist()
     from quotaform.analytics.spark import job
 
-    spark = job.spark_session(request.master)
+    spark = job.spark_session(request.master, remote=request.remote)
     return [r.asDict() for r in spark.read.parquet(result.table).collect()]
 
 

@@ -62,6 +62,8 @@ class UsageOptions:
         paths: usage files or directories: local paths or Hadoop URIs
             (``s3a://``, ``hdfs://``, ``file:///``: read through Spark).
         engine, master: the engine and Spark's master URL (default local[*]).
+        remote: a Spark Connect URL (``sc://HOST:PORT``; implies the Spark
+            engine; not with ``master``).
         usage_format: how the files are laid out.
         cluster_label, broker_label: the Prometheus labels naming the cluster
             and the broker.
@@ -74,6 +76,7 @@ class UsageOptions:
     paths: tuple[DataPath, ...]
     engine: Engine = Engine.auto
     master: str | None = None
+    remote: str | None = None
     usage_format: UsageFormat = UsageFormat.auto
     cluster_label: str = "cluster"
     broker_label: str = "instance"
@@ -172,6 +175,7 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         after=after,
         engine=usage.engine,
         master=usage.master,
+        remote=usage.remote,
         usage_format=usage.usage_format,
         labels=LabelMap(usage.cluster_label, usage.broker_label, usage.default_cluster),
         cluster=usage.default_cluster,

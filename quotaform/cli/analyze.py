@@ -10,6 +10,7 @@ and writes to ``--out DIR`` the contract table (Parquet), ``summary.json``,
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ import typer
 from quotaform.analytics.jobs import Command, Engine
 from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
 from quotaform.analytics.paths import data_path
+from quotaform.analytics.remote import SparkTarget, spark_target
 from quotaform.analytics.usage import UsageFormat
 from quotaform.app.analyze import (
     AnalyzeCommandRequest,
@@ -93,7 +95,8 @@ EngineOption = Annotated[
     Engine,
     typer.Option(
         "--engine",
-        help="spark (PySpark, local[*] or --master), python (no JVM), or auto (by input size).",
+        help="spark (PySpark: local[*], --master or --remote), python (no JVM), or auto (by "
+        "input size; spark with a remote).",
     ),
 ]
 Master = Annotated[
@@ -102,6 +105,17 @@ Master = Annotated[
         "--master",
         metavar="URL",
         help="Spark master, e.g. spark://host:7077 (default local[*]).",
+        show_default=False,
+    ),
+]
+Remote = Annotated[
+    str | None,
+    typer.Option(
+        "--remote",
+        metavar="URL",
+        help="Spark Connect server, e.g. sc://host:15002 (implies --engine spark; also the "
+        "SPARK_REMOTE environment variable). A token goes in SPARK_CONNECT_AUTHENTICATE_TOKEN, "
+        "never on the command line.",
         show_default=False,
     ),
 ]
@@ -202,6 +216,7 @@ def _usage(
     usage: Usage = ...,  # type: ignore[assignment]
     engine: EngineOption = Engine.auto,
     master: Master = None,
+    remote: Remote = None,
     usage_format: FormatOption = UsageFormat.auto,
     cluster_label: ClusterLabel = "cluster",
     broker_label: BrokerLabel = "instance",
@@ -210,10 +225,15 @@ def _usage(
     since: Since = None,
     until: Until = None,
 ) -> UsageOptions:
+    if engine is Engine.python and remote is None:
+        where = SparkTarget(master=master)  # SPARK_REMOTE is for Spark runs only
+    else:
+        where = spark_target(master=master, remote=remote, environ=os.environ)
     return UsageOptions(
         tuple(data_path(p) for p in usage),
         engine=engine,
-        master=master,
+        master=where.master,
+        remote=where.remote,
         usage_format=usage_format,
         cluster_label=cluster_label,
         broker_label=broker_label,

@@ -68,7 +68,8 @@ def test_the_readme_spark_submit_command_runs_on_the_cluster(
     assert f"Spark 4.3.0 on {spark_cluster.master_url}" in done.stderr, done.stderr[-2000:]
     local = subprocess.run(
         [sys.executable, "-m", "quotaform", "analyze", "utilisation",
-         "tests/fixtures/analytics/manifest.yaml", "--usage", "tests/fixtures/analytics/usage.jsonl",
+         "tests/fixtures/analytics/manifest.yaml",
+         "--usage", "tests/fixtures/analytics/usage.jsonl",
          "--out", "out/local", "--engine", "python"],
         cwd=scratch, env=_environment(spark_cluster.master_url), capture_output=True, text=True,
         timeout=300,
@@ -98,6 +99,8 @@ def test_a_submitted_run_with_bad_input_fails_like_the_cli(
     assert done.returncode == 1, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, done.stderr[-3000:]
-    assert errors[0].startswith(f"Error: file://{scratch}/no-such-usage: cannot be listed by Spark (")
+    assert errors[0].startswith(
+        f"Error: file://{scratch}/no-such-usage: cannot be listed by Spark ("
+    )
     assert "Traceback" not in done.stderr
     assert not (scratch / "out/bad/utilisation.parquet").exists()

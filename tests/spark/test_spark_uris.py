@@ -93,7 +93,7 @@ def test_uris_read_like_local_paths_in_every_format(spark: SparkSession, tmp_pat
 
 def test_a_jmxtool_file_at_a_uri_is_detected_and_parsed(spark: SparkSession) -> None:
     uri = f"file://{FIXTURES}/jmxtool.csv"
-    frame, rejected, rows = job.read_usage_counted(spark, [uri], cluster="prod-eu", broker="1")
+    frame, _, rows = job.read_usage_counted(spark, [uri], cluster="prod-eu", broker="1")
     local, _, local_rows = job.read_usage_counted(
         spark, [FIXTURES / "jmxtool.csv"], cluster="prod-eu", broker="1"
     )
