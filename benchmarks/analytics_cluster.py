@@ -87,6 +87,7 @@ def run(master: str, usage: Path, snap: Path, out: Path, workers: list[int]) -> 
         raise SystemExit(f"cluster run failed:\n{stderr[-3000:]}")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return {
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         "seconds": round(wall, 1),
         "driver_peak_rss_mib": round(driver / 2**20),
         "executors_peak_rss_mib": round(executors / 2**20),

@@ -202,8 +202,8 @@ def _in_bucket_order(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def choose_engine(request: AnalyzeRequest) -> Engine:
-    """``request.engine``, with ``auto`` resolved: Spark for a remote or a
-    Hadoop URI (usage or output), else by the usage input's size.
+    """``request.engine``, with ``auto`` resolved: Spark for a remote, a
+    master, or a Hadoop URI (usage or output), else by the usage input's size.
 
     Raises:
         AnalyticsError: ``--engine python`` with a remote, or with a URI it
@@ -224,7 +224,7 @@ def choose_engine(request: AnalyzeRequest) -> Engine:
         )
     if request.engine is not Engine.auto:
         return request.engine
-    if uris:
+    if uris or request.master is not None:  # a cluster named is a cluster used
         return Engine.spark
     size = sum(
         p.stat().st_size / (1 if p.suffix == ".parquet" else TEXT_BYTES_PER_PARQUET_BYTE)
@@ -489,7 +489,7 @@ def _run_spark(
     start = time.perf_counter()
     usage, rejected, usage_rows = job.read_usage_counted(
         spark,
-        request.usage,
+        [_for_server(p, request.remote) for p in request.usage],
         fmt=request.usage_format,
         labels=request.labels,
         cluster=request.cluster,
@@ -515,7 +515,7 @@ def _run_spark(
         table = transforms.impact(util.cache(), after=after_frame, window_s=request.window_s)
     else:
         table = transforms.recommend(util, quantile=request.quantile, headroom=request.headroom)
-    path = child(request.out, f"{request.command.value}.parquet")
+    path = child(_for_server(request.out, request.remote), f"{request.command.value}.parquet")
     job.write_table(table.select(*_COLUMNS[request.command]), path)
     times["compute_and_write"] = time.perf_counter() - start
     say(f"wrote {path} ({times['compute_and_write']:.1f} s)")
@@ -548,6 +548,14 @@ def _run_spark(
         result.series = _series_spark(usage, top[:PLOTTED])
     usage.unpersist()
     return result
+
+
+def _for_server(where: DataPath, remote: str | None) -> DataPath:
+    """A local path as a Spark Connect server must see it: absolute (the
+    server resolves a relative path against its own working directory)."""
+    if remote is None or not isinstance(where, Path):
+        return where
+    return where.resolve()
 
 
 def write_files(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, DataPath]:

@@ -65,7 +65,8 @@ def test_the_readme_spark_submit_command_runs_on_the_cluster(
     assert done.returncode == 0, done.stderr[-3000:]
     out = scratch / "out/submitted"
     assert f"-> file://{scratch}/out/submitted/utilisation.parquet" in done.stdout
-    assert f"Spark 4.3.0 on {spark_cluster.master_url}" in done.stderr, done.stderr[-2000:]
+    # spark-submit's PythonRunner merges the driver's stderr into its stdout.
+    assert f"Spark 4.3.0 on {spark_cluster.master_url}" in done.stdout, done.stdout[-2000:]
     local = subprocess.run(
         [sys.executable, "-m", "quotaform", "analyze", "utilisation",
          "tests/fixtures/analytics/manifest.yaml",
@@ -97,10 +98,11 @@ def test_a_submitted_run_with_bad_input_fails_like_the_cli(
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    # The driver's stderr reaches spark-submit's stdout (PythonRunner merges them).
+    errors = [line for line in done.stdout.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, done.stderr[-3000:]
     assert errors[0].startswith(
         f"Error: file://{scratch}/no-such-usage: cannot be listed by Spark ("
     )
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
     assert not (scratch / "out/bad/utilisation.parquet").exists()
