@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("benchmarks/.data"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    args.data = args.data.resolve()  # file:// URIs need absolute paths
     snap = args.data / "snapshot.jsonl"
     args.data.mkdir(parents=True, exist_ok=True)
     snapshot(snap)
