@@ -1,4 +1,6 @@
-"""Session fixtures shared by all tests: one real sandbox Kafka broker.
+"""Session fixtures shared by all tests: one real sandbox Kafka broker, one
+local SparkSession, one Spark standalone cluster and one Spark Connect server
+(the last two from the pip pyspark package, started on first use only).
 
 The broker is started on first use by the same code as ``quotaform sandbox up``
 (named ``pytest-<pid>``, free loopback ports) and stopped when the session ends.
@@ -97,3 +99,52 @@ def spark():  # type: ignore[no-untyped-def]
         pytest.fail(f"Could not start Spark: {exc}", pytrace=False)
     yield session
     session.stop()
+
+
+def _spark_sandbox(start: Callable[[str], Any], what: str, name: str) -> Iterator[Any]:
+    """Start ``what`` named ``name`` with ``start``, yield it, always stop it;
+    the test FAILS (never skips) if it cannot start. Spark processes left by
+    pytest sessions that died are stopped first."""
+    from quotaform.sandbox.spark import stop_orphans, stop_spark
+
+    failure: str | None
+    try:
+        stop_orphans(_SESSION_PREFIX)
+        started = start(name)
+    except Exception as exc:
+        failure = f"Could not start {what} {name!r} ({type(exc).__name__}): {exc}"
+    else:
+        failure = None
+    if failure is not None:  # outside the except: no chained traceback in the report
+        stop_spark(name)
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield started
+    finally:
+        stop_spark(name)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[Any]:
+    """The session's Spark standalone cluster: a master and two workers of one
+    core and 1 GiB each on 127.0.0.1 (``cluster.master_url`` is
+    ``spark://127.0.0.1:PORT``). FAILS, never skips, if it cannot start."""
+    from quotaform.sandbox.spark import start_cluster
+
+    yield from _spark_sandbox(
+        lambda name: start_cluster(name, workers=2, cores=1, memory="1g"),
+        "the Spark standalone cluster",
+        f"{_SESSION_PREFIX}cluster-{os.getpid()}",
+    )
+
+
+@pytest.fixture(scope="session")
+def spark_connect() -> Iterator[Any]:
+    """The session's Spark Connect server (``local[2]``) on 127.0.0.1
+    (``server.remote`` is ``sc://127.0.0.1:PORT``). FAILS, never skips, if it
+    cannot start."""
+    from quotaform.sandbox.spark import start_connect_server
+
+    yield from _spark_sandbox(
+        start_connect_server, "the Spark Connect server", f"{_SESSION_PREFIX}connect-{os.getpid()}"
+    )

@@ -5,8 +5,9 @@ Outputs in ``--out DIR``: ``<command>.parquet`` (the contract table),
 ``report.md`` (for a pull-request comment) and ``report.html`` (self-contained:
 tables and plots inline). The engine is ``python`` (the local engine: Arrow
 and numpy, explain's resolution, no JVM; :mod:`quotaform.analytics.local`),
-``spark`` (PySpark, ``local[*]`` or ``--master``), or ``auto``: Spark from
-:data:`AUTO_SPARK_BYTES` of usage input on.
+``spark`` (PySpark, ``local[*]`` or ``--master``), or ``auto``: Spark for a
+remote, a master or a Hadoop URI, else from :data:`AUTO_SPARK_BYTES` of usage
+input on.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from quotaform.analytics.model import (
     RECOMMEND_COLUMNS,
     UTILISATION_COLUMNS,
 )
+from quotaform.analytics.paths import DataPath, child, is_uri
+from quotaform.analytics.remote import redact_remote
 from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, usage_files
 from quotaform.errors import AnalyticsError
 
@@ -46,6 +49,8 @@ __all__ = [
     "UsageSeries",
     "group_label",
     "run_analysis",
+    "table_rows",
+    "write_files",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,9 +99,12 @@ class AnalyzeRequest:
         command: utilisation, impact or recommend.
         configs: the quota configuration per cluster (before the change, for impact).
         after: impact: the configuration after the change.
-        usage: usage files or directories.
-        out: the output directory.
+        usage: usage files or directories: local paths or Hadoop URIs
+            (:mod:`quotaform.analytics.paths`; a URI needs the Spark engine).
+        out: the output directory, a local path or a Hadoop URI.
         engine, master: the engine, and Spark's master URL (default local[*]).
+        remote: a Spark Connect URL (``sc://HOST:PORT``) instead of a master;
+            implies the Spark engine. Messages show it redacted.
         usage_format, labels, cluster, broker: how to read the usage.
         since, until: the time range (UTC).
         window_s: the quota window W of the throttle formula (seconds).
@@ -105,11 +113,12 @@ class AnalyzeRequest:
 
     command: Command
     configs: Sequence[QuotaConfig]
-    usage: Sequence[Path]
-    out: Path
+    usage: Sequence[DataPath]
+    out: DataPath
     after: Sequence[QuotaConfig] = ()
     engine: Engine = Engine.auto
     master: str | None = None
+    remote: str | None = None
     usage_format: UsageFormat = UsageFormat.auto
     labels: LabelMap = field(default_factory=LabelMap)
     cluster: str | None = None
@@ -158,7 +167,7 @@ class AnalyzeResult:
     """
 
     engine: Engine
-    table: Path
+    table: DataPath
     rows: int
     top: list[dict[str, Any]]
     usage_rows: int
@@ -197,12 +206,33 @@ def _in_bucket_order(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def choose_engine(request: AnalyzeRequest) -> Engine:
-    """``request.engine``, with ``auto`` resolved by the usage input's size."""
+    """``request.engine``, with ``auto`` resolved: Spark for a remote, a
+    master, or a Hadoop URI (usage or output), else by the usage input's size.
+
+    Raises:
+        AnalyticsError: ``--engine python`` with a remote, or with a URI it
+            cannot reach.
+    """
+    if request.remote is not None:
+        if request.engine is Engine.python:
+            raise AnalyticsError(
+                f"--remote {redact_remote(request.remote)} runs the Spark engine: drop "
+                "--engine python (or the remote)"
+            )
+        return Engine.spark
+    uris = [str(p) for p in (*request.usage, request.out) if is_uri(p)]
+    if request.engine is Engine.python and uris:
+        raise AnalyticsError(
+            f"{uris[0]}: a URI is read and written through Spark; --engine python reads "
+            "local paths only (use --engine spark, or a local path)"
+        )
     if request.engine is not Engine.auto:
         return request.engine
+    if uris or request.master is not None:  # a cluster named is a cluster used
+        return Engine.spark
     size = sum(
         p.stat().st_size / (1 if p.suffix == ".parquet" else TEXT_BYTES_PER_PARQUET_BYTE)
-        for p in usage_files(request.usage)
+        for p in usage_files([Path(p) for p in request.usage])
     )
     return Engine.spark if size >= AUTO_SPARK_BYTES else Engine.python
 
@@ -269,8 +299,9 @@ def run_analysis(
             cluster, or Spark cannot start.
     """
     say = progress or (lambda _m: None)
-    request.out.mkdir(parents=True, exist_ok=True)
     chosen = choose_engine(request)
+    if isinstance(request.out, Path):
+        request.out.mkdir(parents=True, exist_ok=True)
     configs = by_cluster(request.configs)
     after = by_cluster(request.after) if request.after else {}
     if request.command is Command.impact:
@@ -280,7 +311,17 @@ def run_analysis(
     say(f"engine: {chosen.value}")
     if chosen is Engine.python:
         return _run_python(request, configs, after, say)
-    return _run_spark(request, configs, after, say)
+    try:
+        return _run_spark(request, configs, after, say)
+    except AnalyticsError:
+        raise
+    except Exception as exc:  # PySpark's, Py4J's and the Connect client's errors
+        from quotaform.analytics.spark.job import spark_error
+
+        failure = spark_error(exc, master=request.master, remote=request.remote)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def _run_python(
@@ -298,7 +339,7 @@ def _run_python(
     times: dict[str, float] = {}
     start = time.perf_counter()
     usage, rejected = read_coded_usage(
-        request.usage,
+        [Path(p) for p in request.usage],
         clusters=configs,
         fmt=request.usage_format,
         labels=request.labels,
@@ -311,7 +352,7 @@ def _run_python(
     say(f"read {usage.rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
     util = aggregate.utilisation(usage, {c: cfg.index for c, cfg in configs.items()})
-    path = request.out / f"{request.command.value}.parquet"
+    path = Path(request.out) / f"{request.command.value}.parquet"
     if request.command is Command.utilisation:
         order = aggregate.ranked_order(util.table)
         top = util.table.take(order[:TOP_ROWS]).to_pylist()
@@ -433,22 +474,22 @@ def _run_spark(
 
     times: dict[str, float] = {}
     start = time.perf_counter()
-    spark = job.spark_session(request.master)
+    spark = job.spark_session(request.master, remote=request.remote)
     times["spark_start"] = time.perf_counter() - start
-    say(f"Spark {spark.version} on {spark.sparkContext.master} ({times['spark_start']:.1f} s)")
+    where = job.session_target(spark, request.remote)
+    say(f"Spark {spark.version} on {where} ({times['spark_start']:.1f} s)")
     start = time.perf_counter()
-    usage, rejected = job.read_usage_frame(
+    usage, rejected, usage_rows = job.read_usage_counted(
         spark,
-        request.usage,
+        [_for_server(p, request.remote) for p in request.usage],
         fmt=request.usage_format,
         labels=request.labels,
         cluster=request.cluster,
         broker=request.broker,
-        scratch=request.out / "_staged",
         known=sorted(configs),
+        since=request.since,
+        until=request.until,
     )
-    usage = job.in_range(usage, request.since, request.until)
-    usage_rows = usage.count()
     if usage_rows == 0 and rejected.by_reason.get("cluster"):
         raise AnalyticsError(
             "no usage row belongs to a configured cluster ("
@@ -466,12 +507,11 @@ def _run_spark(
         table = transforms.impact(util.cache(), after=after_frame, window_s=request.window_s)
     else:
         table = transforms.recommend(util, quantile=request.quantile, headroom=request.headroom)
-    path = request.out / f"{request.command.value}.parquet"
+    path = child(_for_server(request.out, request.remote), f"{request.command.value}.parquet")
     job.write_table(table.select(*_COLUMNS[request.command]), path)
     times["compute_and_write"] = time.perf_counter() - start
     say(f"wrote {path} ({times['compute_and_write']:.1f} s)")
     written = spark.read.parquet(str(path))
-    rows = written.count()
     if request.command is Command.utilisation:
         top_frame = written.orderBy(
             F.col("utilisation_p99").desc_nulls_last(),
@@ -489,7 +529,7 @@ def _run_spark(
     result = AnalyzeResult(
         engine=Engine.spark,
         table=path,
-        rows=rows,
+        rows=0,
         top=top,
         usage_rows=usage_rows,
         rejected=rejected,
@@ -499,11 +539,50 @@ def _run_spark(
     if request.command is Command.utilisation:
         result.series = _series_spark(usage, top[:PLOTTED])
     usage.unpersist()
-    shutil.rmtree(request.out / "_staged", ignore_errors=True)  # Prometheus/JmxTool as JSON Lines
     return result
 
 
+def _for_server(where: DataPath, remote: str | None) -> DataPath:
+    """A local path as a Spark Connect server must see it: absolute (the
+    server resolves a relative path against its own working directory)."""
+    if remote is None or not isinstance(where, Path):
+        return where
+    return where.resolve()
+
+
+def write_files(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, DataPath]:
+    """Write small text files (name -> text) into ``request.out``: with the
+    local file system for a local directory, through Spark for a URI
+    (:func:`quotaform.analytics.spark.job.write_texts`); returns name ->
+    where it went."""
+    out = request.out
+    if isinstance(out, Path):
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+        return {name: out / name for name in files}
+    from quotaform.analytics.spark import job
+
+    return dict(
+        job.write_texts(job.spark_session(request.master, remote=request.remote), out, files)
+    )
+
+
+def table_rows(request: AnalyzeRequest, result: AnalyzeResult) -> list[dict[str, Any]]:
+    """Every row of the written table, as dicts (pyarrow for a local table,
+    Spark for a URI)."""
+    if isinstance(result.table, Path):
+        import pyarrow.parquet as pq
+
+        # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
+        return pq.read_table(result.table).to_pylist()
+    from quotaform.analytics.spark import job
+
+    spark = job.spark_session(request.master, remote=request.remote)
+    return [r.asDict() for r in spark.read.parquet(result.table).collect()]
+
+
 def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> None:
+    """The table's row count and the summary's counts in one aggregation."""
     from pyspark.sql import functions as F
 
     if command is Command.utilisation:
@@ -517,36 +596,42 @@ def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> Non
             .when(F.col("utilisation_p99") >= BUCKETS[-1], F.lit(f">= {BUCKETS[-1]:g}"))
             .otherwise(bucket)
         )
-        result.histogram = _in_bucket_order(
-            {
-                r["bucket"]: int(r["count"])
-                for r in frame.groupBy(bucket.alias("bucket")).count().collect()
-            }
+        rows = (
+            frame.groupBy(bucket.alias("bucket"))
+            .agg(F.count("*").alias("count"), F.sum(F.col("censored").cast("int")).alias("cens"))
+            .collect()
         )
-        agg = frame.agg(
-            F.count("*").alias("groups"),
-            F.sum(F.col("censored").cast("int")).alias("censored"),
-            F.sum((F.col("utilisation_p99") >= 1.0).cast("int")).alias("over"),
-        ).first()
+        counts = {r["bucket"]: int(r["count"]) for r in rows}
+        result.rows = sum(counts.values())
+        result.histogram = _in_bucket_order(counts)
         result.extra = {
-            "groups": int(agg["groups"] or 0),
-            "censored": int(agg["censored"] or 0),
-            "over_quota": int(agg["over"] or 0),
+            "groups": result.rows,
+            "censored": sum(int(r["cens"] or 0) for r in rows),
+            "over_quota": counts.get(f">= {BUCKETS[-1]:g}", 0),
         }
     elif command is Command.impact:
-        counts = {
-            r["group_change"]: int(r["count"])
-            for r in frame.groupBy("group_change").count().collect()
-        }
-        newly = frame.where(F.col("newly_throttled")).count()
+        rows = (
+            frame.groupBy("group_change")
+            .agg(
+                F.count("*").alias("count"),
+                F.sum(F.col("newly_throttled").cast("int")).alias("newly"),
+            )
+            .collect()
+        )
+        counts = {r["group_change"]: int(r["count"]) for r in rows}
+        result.rows = sum(counts.values())
         result.extra = {
             "changed": result.rows,
-            "newly_throttled": int(newly),
+            "newly_throttled": sum(int(r["newly"] or 0) for r in rows),
             "group_changes": {k: counts.get(k, 0) for k in ("splits", "merges")},
         }
     else:
-        censored = frame.where(F.col("censored")).count()
-        result.extra = {"recommendations": result.rows, "censored": int(censored)}
+        rows = frame.groupBy("censored").count().collect()
+        result.rows = sum(int(r["count"]) for r in rows)
+        result.extra = {
+            "recommendations": result.rows,
+            "censored": sum(int(r["count"]) for r in rows if r["censored"]),
+        }
 
 
 def _series_spark(usage: Any, top: Sequence[Mapping[str, Any]]) -> list[UsageSeries]:

@@ -18,7 +18,6 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quotaform.analytics.jobs import (
@@ -28,7 +27,9 @@ from quotaform.analytics.jobs import (
     Command,
     UsageSeries,
     group_label,
+    write_files,
 )
+from quotaform.analytics.paths import DataPath
 from quotaform.formats.analyze import AnalyzeSummary, RejectedDoc, render_summary_json
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.units import BINARY_UNITS, format_bytes, format_measured, format_quota_value
@@ -36,7 +37,14 @@ from quotaform.kafka.units import BINARY_UNITS, format_bytes, format_measured, f
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["histogram_figure", "report_figures", "series_figure", "summary_of", "write_reports"]
+__all__ = [
+    "REPORT_FILES",
+    "histogram_figure",
+    "report_figures",
+    "series_figure",
+    "summary_of",
+    "write_reports",
+]
 
 _COLUMNS = {
     Command.utilisation: (
@@ -331,16 +339,19 @@ engine {result.engine.value}; configurations: {html.escape("; ".join(summary.con
 """
 
 
-def write_reports(request: AnalyzeRequest, result: AnalyzeResult) -> dict[str, Path]:
+#: The report files by kind, written next to the table.
+REPORT_FILES = {"summary": "summary.json", "markdown": "report.md", "html": "report.html"}
+
+
+def write_reports(request: AnalyzeRequest, result: AnalyzeResult) -> dict[str, DataPath]:
     """Write ``summary.json``, ``report.md`` and ``report.html`` next to the
-    table; returns their paths by kind."""
+    table (a local directory, or a Hadoop URI through Spark:
+    :func:`quotaform.analytics.jobs.write_files`); returns where each kind went."""
     summary = summary_of(request, result)
-    paths = {
-        "summary": request.out / "summary.json",
-        "markdown": request.out / "report.md",
-        "html": request.out / "report.html",
+    texts = {
+        "summary": render_summary_json(summary),
+        "markdown": _markdown(request, result),
+        "html": _html(request, result, summary),
     }
-    paths["summary"].write_text(render_summary_json(summary), encoding="utf-8")
-    paths["markdown"].write_text(_markdown(request, result), encoding="utf-8")
-    paths["html"].write_text(_html(request, result, summary), encoding="utf-8")
-    return paths
+    written = write_files(request, {REPORT_FILES[kind]: text for kind, text in texts.items()})
+    return {kind: written[REPORT_FILES[kind]] for kind in texts}

@@ -18,8 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from quotaform.analytics.configs import QuotaConfig, read_snapshot, snapshot_lines
-from quotaform.analytics.jobs import AnalyzeRequest, AnalyzeResult, Command, Engine, run_analysis
+from quotaform.analytics.jobs import (
+    AnalyzeRequest,
+    AnalyzeResult,
+    Command,
+    Engine,
+    run_analysis,
+    table_rows,
+)
 from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
+from quotaform.analytics.paths import DataPath
 from quotaform.analytics.usage import LabelMap, UsageFormat, usage_clusters
 from quotaform.app.common import ConnectionOptions, View, target
 from quotaform.cluster.connect import connect
@@ -51,8 +59,11 @@ class UsageOptions:
     """How the usage is read, and which engine runs (shared by every analysis).
 
     Attributes:
-        paths: usage files or directories.
+        paths: usage files or directories: local paths or Hadoop URIs
+            (``s3a://``, ``hdfs://``, ``file:///``: read through Spark).
         engine, master: the engine and Spark's master URL (default local[*]).
+        remote: a Spark Connect URL (``sc://HOST:PORT``; implies the Spark
+            engine; not with ``master``).
         usage_format: how the files are laid out.
         cluster_label, broker_label: the Prometheus labels naming the cluster
             and the broker.
@@ -62,9 +73,10 @@ class UsageOptions:
         since, until: the time range; a naive time is UTC.
     """
 
-    paths: tuple[Path, ...]
+    paths: tuple[DataPath, ...]
     engine: Engine = Engine.auto
     master: str | None = None
+    remote: str | None = None
     usage_format: UsageFormat = UsageFormat.auto
     cluster_label: str = "cluster"
     broker_label: str = "instance"
@@ -85,7 +97,8 @@ class AnalyzeCommandRequest:
     Attributes:
         command: what to compute.
         usage: the usage and the engine.
-        out: the output directory (tables and reports).
+        out: the output directory (tables and reports): a local directory
+            or a Hadoop URI (written through Spark).
         manifests: the quota configuration (impact: the change).
         snapshots: ``quotaform snapshot`` files (the configuration when no
             manifests are given; impact: the configuration now).
@@ -102,7 +115,7 @@ class AnalyzeCommandRequest:
 
     command: Command
     usage: UsageOptions
-    out: Path
+    out: DataPath
     manifests: tuple[Path, ...] = ()
     snapshots: tuple[Path, ...] = ()
     plan_file: Path | None = None
@@ -128,7 +141,7 @@ class AnalyzeRun:
 
     request: AnalyzeRequest
     result: AnalyzeResult
-    reports: dict[str, Path]
+    reports: dict[str, DataPath]
     added: tuple[Entity, ...] | None = None
     updated: tuple[tuple[Entity, str], ...] | None = None
 
@@ -162,6 +175,7 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         after=after,
         engine=usage.engine,
         master=usage.master,
+        remote=usage.remote,
         usage_format=usage.usage_format,
         labels=LabelMap(usage.cluster_label, usage.broker_label, usage.default_cluster),
         cluster=usage.default_cluster,
@@ -178,14 +192,14 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
     reports = write_reports(pipeline, result)
     if request.write_into is None or desired is None:
         return AnalyzeRun(pipeline, result, reports)
-    added, updated = _write_recommendations(request, desired, request.write_into)
+    added, updated = _write_recommendations(request, desired, request.write_into, pipeline, result)
     return AnalyzeRun(pipeline, result, reports, added, updated)
 
 
 def _check_options(request: AnalyzeCommandRequest) -> None:
     """Refuse, before any input is read, what would fail after the analysis."""
     out = request.out
-    if out.exists() and not out.is_dir():
+    if isinstance(out, Path) and out.exists() and not out.is_dir():
         raise AnalyticsError(f"--out {out} is a file: give a directory (created if missing)")
     if request.command is not Command.recommend:
         return
@@ -237,8 +251,14 @@ def _live_cluster_name(request: AnalyzeCommandRequest) -> str:
     usage = request.usage
     if usage.default_cluster:
         return usage.default_cluster
+    local = [p for p in usage.paths if isinstance(p, Path)]
+    if len(local) < len(usage.paths):
+        raise AnalyticsError(
+            "which cluster of the usage is the live cluster? usage at a URI is read only "
+            "by Spark, after the configuration: give --default-cluster NAME (or --cluster PROFILE)"
+        )
     names = usage_clusters(
-        usage.paths,
+        local,
         fmt=usage.usage_format,
         labels=LabelMap(usage.cluster_label, usage.broker_label, None),
         broker=usage.broker,
@@ -285,18 +305,19 @@ def _before_after(request: AnalyzeCommandRequest) -> tuple[list[QuotaConfig], li
 
 
 def _write_recommendations(
-    request: AnalyzeCommandRequest, desired: DesiredState, into: Path
+    request: AnalyzeCommandRequest,
+    desired: DesiredState,
+    into: Path,
+    pipeline: AnalyzeRequest,
+    result: AnalyzeResult,
 ) -> tuple[tuple[Entity, ...], tuple[tuple[Entity, str], ...]]:
     """Edit the manifests with ``recommend.parquet``'s values for the
     manifests' cluster: new entities appended to ``into``, declared ones
     updated in their own files (comments kept)."""
-    import pyarrow.parquet as pq
-
     from quotaform.export.manifest_set import edit_manifest_set
 
     manifests = request.manifests
-    # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
-    rows = pq.read_table(request.out / "recommend.parquet").to_pylist()
+    rows = table_rows(pipeline, result)
     wanted: dict[Entity, dict[str, float]] = {}
     for row in rows:
         if row["cluster"] != desired.cluster:

@@ -10,6 +10,7 @@ and writes to ``--out DIR`` the contract table (Parquet), ``summary.json``,
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,8 @@ import typer
 
 from quotaform.analytics.jobs import Command, Engine
 from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
+from quotaform.analytics.paths import data_path
+from quotaform.analytics.remote import SparkTarget, spark_target
 from quotaform.analytics.usage import UsageFormat
 from quotaform.app.analyze import (
     AnalyzeCommandRequest,
@@ -58,16 +61,25 @@ Manifests = Annotated[
     ),
 ]
 Usage = Annotated[
-    list[Path],
+    list[str],
     typer.Option(
         "--usage",
         metavar="PATH",
-        help="Usage samples: files or directories (repeatable). Parquet / CSV / JSON Lines "
+        help="Usage samples: files or directories (repeatable), local or a Hadoop URI "
+        "(file:///, hdfs://, s3a://: read by Spark). Parquet / CSV / JSON Lines "
         "(schemas/usage.schema.json), Prometheus query_range JSON, or JmxTool CSV.",
         show_default=False,
     ),
 ]
-Out = Annotated[Path, typer.Option("--out", metavar="DIR", help="Where the tables and reports go.")]
+Out = Annotated[
+    str,
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        help="Where the tables and reports go: a local directory or a Hadoop URI "
+        "(file:///, hdfs://, s3a://: written by Spark).",
+    ),
+]
 Snapshot = Annotated[
     list[Path] | None,
     typer.Option(
@@ -83,7 +95,8 @@ EngineOption = Annotated[
     Engine,
     typer.Option(
         "--engine",
-        help="spark (PySpark, local[*] or --master), python (no JVM), or auto (by input size).",
+        help="spark (PySpark: local[*], --master or --remote), python (no JVM), or auto (by "
+        "input size; spark with a remote).",
     ),
 ]
 Master = Annotated[
@@ -92,6 +105,17 @@ Master = Annotated[
         "--master",
         metavar="URL",
         help="Spark master, e.g. spark://host:7077 (default local[*]).",
+        show_default=False,
+    ),
+]
+Remote = Annotated[
+    str | None,
+    typer.Option(
+        "--remote",
+        metavar="URL",
+        help="Spark Connect server, e.g. sc://host:15002 (implies --engine spark; also the "
+        "SPARK_REMOTE environment variable). A token goes in SPARK_CONNECT_AUTHENTICATE_TOKEN, "
+        "never on the command line.",
         show_default=False,
     ),
 ]
@@ -192,6 +216,7 @@ def _usage(
     usage: Usage = ...,  # type: ignore[assignment]
     engine: EngineOption = Engine.auto,
     master: Master = None,
+    remote: Remote = None,
     usage_format: FormatOption = UsageFormat.auto,
     cluster_label: ClusterLabel = "cluster",
     broker_label: BrokerLabel = "instance",
@@ -200,10 +225,15 @@ def _usage(
     since: Since = None,
     until: Until = None,
 ) -> UsageOptions:
+    if engine is Engine.python and remote is None:
+        where = SparkTarget(master=master)  # SPARK_REMOTE is for Spark runs only
+    else:
+        where = spark_target(master=master, remote=remote, environ=os.environ)
     return UsageOptions(
-        tuple(usage),
+        tuple(data_path(p) for p in usage),
         engine=engine,
-        master=master,
+        master=where.master,
+        remote=where.remote,
         usage_format=usage_format,
         cluster_label=cluster_label,
         broker_label=broker_label,
@@ -223,7 +253,7 @@ with_usage = expands("usage", _usage)
 def _run(
     command: Command,
     usage: UsageOptions,
-    out: Path,
+    out: str,
     manifests: list[Path] | None,
     snapshots: list[Path] | None,
     connection: ConnectionOptions,
@@ -235,7 +265,7 @@ def _run(
     request = AnalyzeCommandRequest(
         command,
         usage=usage,
-        out=out,
+        out=data_path(out),
         manifests=tuple(manifests or ()),
         snapshots=tuple(snapshots or ()),
         connection=connection,

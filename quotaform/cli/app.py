@@ -223,10 +223,14 @@ def _root(
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
-def main() -> None:
-    """Console-script entry point."""
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``argv``: the arguments, default
+    ``sys.argv[1:]``); exits with the command's code."""
     # pydantic looks for plugins among every installed distribution's entry
     # points at its first model (10 ms and more on a full environment); the
     # command line uses none. A value the user set is kept.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    app()
+    if argv is None:
+        app()
+    else:
+        app(args=argv, prog_name="quotaform")

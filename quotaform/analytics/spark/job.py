@@ -1,32 +1,43 @@
 """The Spark job: the only place that starts a SparkSession, reads and writes.
 
 ``local[*]`` by default from ``pip install quotaform[spark]`` (Java 17+); a
-real cluster with ``--master`` or by submitting this module::
+real cluster with ``--master``, or by submitting the same run
+(:mod:`quotaform.cli.spark_submit`)::
 
-    job=$(python -c 'import quotaform.analytics.spark.job as j; print(j.__file__)')
-    spark-submit --master spark://host:7077 "$job" \\
+    spark-submit --master "$SPARK_MASTER_URL" "$(python -m quotaform.cli.spark_submit --path)" \
         utilisation manifests/ --usage s3a://bucket/usage/ --out s3a://bucket/out/
 
 (quotaform installed on the driver and the executors). Inputs and outputs
-may be any Hadoop-compatible path Spark can read.
+may be local paths or any Hadoop-compatible URI Spark can read and write
+(:mod:`quotaform.analytics.paths`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import math
 import os
+import re
 import shutil
+import socket
 import tempfile
-from collections.abc import Sequence
-from datetime import datetime
+import time
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quotaform.analytics.configs import QuotaConfig, config_rows
 from quotaform.analytics.model import USAGE_COLUMNS
+from quotaform.analytics.paths import DataPath, name_of
+from quotaform.analytics.remote import TOKEN_ENV, redact_remote, remote_endpoint, scrub
 from quotaform.analytics.spark import transforms
 from quotaform.analytics.spark.schemas import CONFIG_SCHEMA, USAGE_SCHEMA
 from quotaform.analytics.usage import (
@@ -38,51 +49,294 @@ from quotaform.analytics.usage import (
     jmxtool_rows,
     prometheus_rows,
     usage_files,
-    write_jsonl,
 )
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
-__all__ = ["config_frame", "read_usage_frame", "spark_session", "write_table"]
+__all__ = [
+    "config_frame",
+    "read_usage_frame",
+    "session_target",
+    "spark_error",
+    "spark_session",
+    "write_table",
+    "write_texts",
+]
 
 log = logging.getLogger(__name__)
 
 
 def spark_session(
-    master: str | None = None, *, shuffle_partitions: int = 8, app: str = "quotaform-analyze"
+    master: str | None = None,
+    *,
+    remote: str | None = None,
+    shuffle_partitions: int = 8,
+    app: str = "quotaform-analyze",
+    connect_timeout_s: float = 5.0,
 ) -> SparkSession:
-    """A SparkSession: ``master`` (default ``local[*]``, or what
-    ``spark-submit`` set), UTC session time zone, few shuffle partitions, no UI.
+    """A SparkSession: a Spark Connect client of ``remote`` (``sc://HOST:PORT``),
+    or a classic session on ``master`` (default ``local[*]``, or what
+    ``spark-submit`` set); UTC session time zone, few shuffle partitions, no UI.
+
+    The caller's ``MASTER`` and ``SPARK_REMOTE`` variables are not used
+    (PySpark would read them itself): ``master`` and ``remote`` decide. Without
+    ``-v`` (logging below INFO) the driver JVM's own standard error (the
+    JVM's ``Using incubator modules`` warning, log4j) goes to a file whose
+    tail a start failure quotes. A Connect token comes from the URL's
+    ``;token=`` or ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` (read by PySpark);
+    messages show the remote redacted.
+
+    Args:
+        master: the Spark master URL (not with ``remote``).
+        remote: the Spark Connect URL.
+        shuffle_partitions: ``spark.sql.shuffle.partitions``.
+        app: the application name (classic sessions).
+        connect_timeout_s: seconds to wait for a standalone master's or a
+            Connect server's port to accept a connection.
 
     Raises:
-        AnalyticsError: Spark cannot start (no Java 17+ on PATH or JAVA_HOME).
+        AnalyticsError: both ``master`` and ``remote``; Spark cannot start (no
+            Java 17+, a bad master URL, nothing answers at the master or the
+            remote, the server refuses the session): one line naming the
+            master or the redacted remote.
     """
-    log4j = Path(__file__).with_name("log4j2.properties")
-    builder = (
-        SparkSession.builder.appName(app)
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.ansi.enabled", "false")
-        .config("spark.sql.adaptive.enabled", "true")
-    )
-    if master is not None:
-        builder = builder.master(master)
-    elif "SPARK_MASTER" not in os.environ and not os.environ.get("PYSPARK_SUBMIT_ARGS"):
-        builder = builder.master("local[*]")
-    try:
-        spark = builder.getOrCreate()
-    except Exception as exc:  # the JVM failed to start: Java missing or too old
+    if master is not None and remote is not None:
         raise AnalyticsError(
-            f"Spark could not start ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-            "it needs Java 17+ on PATH or in JAVA_HOME. The Python engine needs none: "
-            "--engine python"
+            f"--master {master} and --remote {redact_remote(remote)}: give one of them"
+        )
+    runtime = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.ansi.enabled": "false",
+        "spark.sql.adaptive.enabled": "true",
+    }
+    with _without_spark_variables():
+        if remote is not None:
+            return _connect_session(remote, runtime, connect_timeout_s)
+        return _classic_session(master, app, runtime, connect_timeout_s)
+
+
+#: Variables PySpark and spark-submit read for themselves that would override
+#: quotaform's own choice of master or remote (MASTER: spark-submit's master;
+#: SPARK_REMOTE: turns every session into a Connect client).
+_STEERING = ("MASTER", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_API_MODE")
+
+
+@contextlib.contextmanager
+def _without_spark_variables() -> Iterator[None]:
+    saved = {k: os.environ.pop(k) for k in _STEERING if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def _classic_session(
+    master: str | None, app: str, runtime: Mapping[str, str], timeout_s: float
+) -> SparkSession:
+    from pyspark.util import is_remote_only
+
+    if is_remote_only():
+        raise AnalyticsError(
+            "this installation has only the Spark Connect client (pyspark-client): give "
+            "--remote sc://HOST:PORT (or set SPARK_REMOTE), or install quotaform[spark] for "
+            "local Spark"
+        )
+    named = master or "local[*]"
+    for host, port in _standalone_masters(master):
+        if not _answers(host, port, timeout_s):
+            raise AnalyticsError(
+                f"no Spark master answers at {master} (nothing accepted a connection to "
+                f"{host}:{port} within {timeout_s:g} s)"
+            )
+    log4j = Path(__file__).with_name("log4j2.properties")
+    options = {
+        "spark.app.name": app,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        **runtime,
+    }
+    if master is not None:
+        options["spark.master"] = master
+    elif not _submitted() and "SPARK_MASTER" not in os.environ:
+        options["spark.master"] = "local[*]"
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    jvm_log: Path | None = None
+    try:
+        jvm_log = _quiet_gateway(options)
+        return builder.getOrCreate()
+    except Exception as exc:
+        first = _first_line(exc)
+        tail = _tail(jvm_log) if jvm_log else ""
+        if _no_java():
+            raise AnalyticsError(
+                f"Spark could not start on {named}: {first}; it needs Java 17+ on PATH or in "
+                "JAVA_HOME. The Python engine needs none: --engine python"
+            ) from exc
+        raise AnalyticsError(f"Spark could not start on {named}: {first}{tail}") from exc
+
+
+def _quiet_gateway(options: Mapping[str, str]) -> Path | None:
+    """Start PySpark's JVM gateway with its standard error in a file (the
+    JVM's own warnings and log4j lines), unless logging is verbose or a JVM
+    is already there (a session before, or spark-submit's). Returns the file."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if (
+        log.isEnabledFor(logging.INFO)
+        or SparkContext._gateway is not None  # PySpark's one gateway per process
+        or os.environ.get("PYSPARK_GATEWAY_PORT")
+    ):
+        return None
+    fd, name = tempfile.mkstemp(prefix="quotaform-spark-driver-", suffix=".log")
+    path = Path(name)
+    atexit.register(path.unlink, missing_ok=True)
+    conf = SparkConf(loadDefaults=False)
+    conf.setAll(list(options.items()))
+    with os.fdopen(fd, "wb") as err:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": err})
+    # Installs the gateway only (as SparkContext(gateway=...) would, without
+    # building the context): the builder then creates the context as usual.
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    return path
+
+
+def _connect_session(remote: str, runtime: Mapping[str, str], timeout_s: float) -> SparkSession:
+    shown = redact_remote(remote)
+    host, port = remote_endpoint(remote)
+    token = os.environ.get(TOKEN_ENV)
+    if not _answers(host.strip("[]"), port, timeout_s):
+        raise AnalyticsError(
+            f"no Spark Connect server answers at {shown} (nothing accepted a connection to "
+            f"{host}:{port} within {timeout_s:g} s)"
+        )
+    if not log.isEnabledFor(logging.INFO):
+        # gRPC's C core logs TLS handshakes and retries itself; PySpark warns
+        # RETRIES_EXCEEDED: quotaform says what failed in one line instead.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+        warnings.filterwarnings("ignore", module=r"pyspark(\.|$)")
+    spark: SparkSession | None = None
+    try:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+        _first_call(spark, runtime)
+    except Exception as exc:
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                spark.stop()  # with the few retries _first_call left in place
+        secure = "" if ";token=" not in remote and not token else _TOKEN_NOTE
+        raise AnalyticsError(
+            f"Spark Connect at {shown}: {scrub(_first_line(exc), remote, token)}{secure}"
         ) from exc
-    spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _submitted() -> bool:
+    """True when spark-submit (or ``pyspark --master``) started this driver:
+    its master, from the submit arguments, is kept."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("PYSPARK_SUBMIT_ARGS"))
+
+
+#: Why a token can fail where the same URL without one works.
+_TOKEN_NOTE = (
+    " (with a token, PySpark's client uses TLS unless the host is localhost; use_ssl and the "
+    "server's certificate must match)"
+)
+
+
+def _first_call(spark: SparkSession, runtime: Mapping[str, str]) -> None:
+    """Set the runtime configuration, the session's first calls, with few
+    retries: PySpark's default policy retries an unavailable server for ten
+    minutes. The run's later calls get the default back (a long job rides out
+    a short outage); on failure the few retries stay, for the session's stop."""
+    client = spark.client
+    policies = client.get_retry_policies()
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=2000)])
+    for key, value in runtime.items():
+        spark.conf.set(key, value)
+    client.set_retry_policies(policies)
+
+
+def spark_error(
+    exc: BaseException, *, master: str | None, remote: str | None
+) -> AnalyticsError | None:
+    """``exc`` as one line naming where Spark ran (the remote redacted, its
+    secrets scrubbed), if it is an error of PySpark, Py4J or the Connect
+    client; ``None`` for any other exception (a bug: let it surface)."""
+    module = type(exc).__module__
+    if not module.startswith(("pyspark", "py4j", "grpc")):
+        return None
+    where = redact_remote(remote) if remote is not None else (master or "local[*]")
+    text = scrub(_first_line(exc), remote, os.environ.get(TOKEN_ENV))
+    return AnalyticsError(f"Spark on {where}: {text}")
+
+
+def session_target(spark: SparkSession, remote: str | None = None) -> str:
+    """Where ``spark`` runs, for a progress line: the redacted remote with
+    ``(Spark Connect)``, or the classic session's master."""
+    if remote is not None:
+        return f"{redact_remote(remote)} (Spark Connect)"
+    return str(spark.conf.get("spark.master", "local[*]"))
+
+
+def _standalone_masters(master: str | None) -> list[tuple[str, int]]:
+    """``(host, port)`` of each master of a ``spark://h1:p1,h2:p2`` URL."""
+    if not master or not master.startswith("spark://"):
+        return []
+    found = []
+    for part in master[len("spark://") :].split(","):
+        host, _, port = part.strip().rpartition(":")
+        if host and port.isdigit():
+            found.append((host.strip("[]"), int(port)))
+    return found
+
+
+def _answers(host: str, port: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=min(2.0, timeout_s)):
+                return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.25)
+
+
+def _first_line(exc: BaseException) -> str:
+    """``Type: first line`` of ``exc``; for a gRPC error its status and details
+    (its first line is ``<_InactiveRpcError of RPC that terminated with:``)."""
+    text = str(exc).strip()
+    status = re.search(r"status = (StatusCode\.\w+)", text)
+    details = re.search(r'details = "([^"]*)"', text)
+    if status:
+        return f"{status.group(1)}: {details.group(1)[:300] if details else ''}".rstrip(": ")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {first[:300]}".rstrip(": ")
+
+
+def _tail(path: Path) -> str:
+    """The JVM's reason from its standard error (its last exception line)."""
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    reasons = [line for line in lines if "Exception" in line or "Error:" in line]
+    return f" ({reasons[-1][:300]})" if reasons else ""
+
+
+def _no_java() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        return not os.access(Path(home) / "bin" / "java", os.X_OK)
+    return shutil.which("java") is None
 
 
 def config_frame(spark: SparkSession, configs: Sequence[QuotaConfig]) -> DataFrame:
@@ -175,60 +429,201 @@ def _with_columns(frame: DataFrame, path: str) -> DataFrame:
     return frame
 
 
+#: Prometheus and JmxTool rows as handed to Spark: text, checked like JSON Lines.
+_STAGED_SCHEMA = pa.schema([(c, pa.string()) for c in (*USAGE_COLUMNS, "_where")])
+#: Rows per Arrow batch of parsed (Prometheus, JmxTool) usage.
+_BATCH_ROWS = 50_000
+#: File name endings read as usage from a directory (as :func:`usage_files`).
+_DATA_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
+
+
+def _usage_inputs(
+    spark: SparkSession, paths: Sequence[DataPath], fmt: UsageFormat
+) -> list[tuple[DataPath, UsageFormat, bool]]:
+    """Each usage file as (where, layout, local?): local paths listed with
+    :func:`usage_files`, URIs listed by Spark (``binaryFile``, content not
+    read), in the order given."""
+    found: list[tuple[DataPath, UsageFormat, bool]] = []
+    for given in paths:
+        if isinstance(given, Path):
+            for path in usage_files([given]):
+                found.append((path, detect_format(path) if fmt is UsageFormat.auto else fmt, True))
+            continue
+        for uri in _listed(spark, given):
+            found.append((uri, _uri_format(spark, uri) if fmt is UsageFormat.auto else fmt, False))
+    return found
+
+
+def _listed(spark: SparkSession, uri: str) -> list[str]:
+    """The data files at ``uri`` (a file, or a directory searched
+    recursively; names starting with ``.`` or ``_`` left out, as Spark does).
+
+    Raises:
+        AnalyticsError: nothing there, or no data file in it.
+    """
+    try:
+        rows = (
+            spark.read.format("binaryFile")
+            .option("recursiveFileLookup", "true")
+            .load(uri)
+            .select("path")
+            .collect()
+        )
+    except Exception as exc:  # Spark's AnalysisException (PATH_NOT_FOUND) and kin
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise AnalyticsError(f"{uri}: cannot be listed by Spark ({first})") from None
+    files = sorted(str(r["path"]) for r in rows if str(r["path"]).endswith(_DATA_SUFFIXES))
+    if not files:
+        raise AnalyticsError(f"{uri}: no usage files (*.parquet, *.csv, *.jsonl, *.json)")
+    return files
+
+
+def _uri_format(spark: SparkSession, uri: str) -> UsageFormat:
+    """:func:`detect_format` for a URI: its first line read through Spark."""
+    if uri.endswith(".json"):
+        return UsageFormat.prometheus
+    if uri.endswith(".csv"):
+        first = spark.read.text(uri).first()
+        if first is not None and str(first["value"]).startswith('"time"'):
+            return UsageFormat.jmxtool
+    return UsageFormat.generic
+
+
+@contextlib.contextmanager
+def _local_copy(spark: SparkSession, where: DataPath, local: bool) -> Iterator[Path]:
+    """``where`` as a local file for the streaming parsers: itself, or a
+    URI's text fetched through Spark into a temporary file (removed after)."""
+    if local:
+        yield Path(where)
+        return
+    row = spark.read.text(str(where), wholetext=True).first()
+    with tempfile.TemporaryDirectory(prefix="quotaform-usage-") as scratch:
+        path = Path(scratch) / name_of(where)
+        path.write_text("" if row is None else str(row["value"]), encoding="utf-8")
+        try:
+            yield path
+        except AnalyticsError as exc:
+            raise AnalyticsError(str(exc).replace(str(path), str(where))) from None
+
+
+def _text(value: Any) -> str | None:
+    """A parsed record's value as the text a JSON Lines file would hold."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return str(value)
+
+
+def _record_batches(
+    records: Iterable[tuple[str, Mapping[str, Any] | str]],
+    rejected: Rejections,
+    *,
+    label: str,
+    local: Path,
+) -> list[pa.RecordBatch]:
+    """Parsed usage records as Arrow batches of :data:`_STAGED_SCHEMA`
+    (``_where`` naming ``label``, not the local copy); refusals counted in
+    ``rejected``."""
+    copy = str(local)
+    batches: list[pa.RecordBatch] = []
+    columns: dict[str, list[str | None]] = {c: [] for c in _STAGED_SCHEMA.names}
+
+    def flush() -> None:
+        if columns["_where"]:
+            batches.append(pa.RecordBatch.from_pydict(columns, schema=_STAGED_SCHEMA))
+            for values in columns.values():
+                values.clear()
+
+    for where, record in records:
+        where = where.replace(copy, label, 1)
+        if isinstance(record, str):
+            rejected.reject(where, record)
+            continue
+        for column in USAGE_COLUMNS:
+            columns[column].append(_text(record.get(column)))
+        columns["_where"].append(where)
+        if len(columns["_where"]) >= _BATCH_ROWS:
+            flush()
+    flush()
+    return batches
+
+
 def read_usage_frame(
     spark: SparkSession,
-    paths: Sequence[Path],
+    paths: Sequence[DataPath],
     *,
     fmt: UsageFormat = UsageFormat.auto,
     labels: LabelMap | None = None,
     cluster: str | None = None,
     broker: str | None = None,
-    scratch: Path | None = None,
     known: Sequence[str] | None = None,
 ) -> tuple[DataFrame, Rejections]:
-    """The usage table as a DataFrame (USAGE_SCHEMA) and what was rejected.
+    """The usage table as a DataFrame (USAGE_SCHEMA) and what was rejected:
+    :func:`read_usage_counted` without a time range or the count."""
+    usage, rejected, _rows = read_usage_counted(
+        spark, paths, fmt=fmt, labels=labels, cluster=cluster, broker=broker, known=known
+    )
+    return usage, rejected
 
-    Generic files are read by Spark in parallel; Prometheus and JmxTool files
-    are first streamed into JSON Lines under ``scratch`` (a big ``query_range``
-    document is never one task). Every row is checked once (rows of clusters
-    not in ``known`` are rejected too); the checked rows are cached, counted
-    by reason in one pass, and the first rejected ones named by file and row.
-    The returned DataFrame is cached when any input is text (unpersist it
-    when done); Parquet alone is read again by each action.
+
+def read_usage_counted(
+    spark: SparkSession,
+    paths: Sequence[DataPath],
+    *,
+    fmt: UsageFormat = UsageFormat.auto,
+    labels: LabelMap | None = None,
+    cluster: str | None = None,
+    broker: str | None = None,
+    known: Sequence[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[DataFrame, Rejections, int]:
+    """The usable usage rows with ``since <= timestamp < until`` as a
+    DataFrame (USAGE_SCHEMA), what was rejected, and how many rows are usable
+    (counted in the same pass as the rejections: one scan of the input).
+
+    ``paths`` are local paths or Hadoop URIs (``file:///``, ``hdfs://``,
+    ``s3a://``; a URI directory is listed by Spark, recursively). Generic
+    files (Parquet, CSV, JSON Lines) are read by Spark in parallel, where
+    they are. Prometheus and JmxTool files are parsed on the driver (a URI's
+    text fetched through Spark first) and handed to Spark as Arrow batches,
+    so the same code runs in local mode, on a cluster and over Spark Connect.
+    Every row is checked once (rows of clusters not in ``known`` are rejected
+    too); the checked rows are counted by reason in one pass, and the first
+    rejected ones named by file and row. The returned DataFrame is cached when
+    any input is text (unpersist it when done); Parquet alone is read again by
+    each action.
+
+    Raises:
+        AnalyticsError: a path that does not exist or holds no usage file, a
+            generic file without the usage columns.
     """
     rejected = Rejections()
     frames: list[DataFrame] = []
     bad: list[DataFrame] = []
-    staged_dir = Path(scratch or tempfile.mkdtemp(prefix="quotaform-usage-"))
-    staged_dir.mkdir(parents=True, exist_ok=True)
     generic: dict[str, list[str]] = {"parquet": [], "csv": [], "json": []}
-    for number, path in enumerate(usage_files(paths)):
-        kind = detect_format(path) if fmt is UsageFormat.auto else fmt
+    parsed: list[pa.RecordBatch] = []
+    for where, kind, local in _usage_inputs(spark, paths, fmt):
         if kind in (UsageFormat.prometheus, UsageFormat.jmxtool):
-            records = (
-                prometheus_rows(path, labels or LabelMap(), rejected)
-                if kind is UsageFormat.prometheus
-                else jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected)
-            )
-            out = staged_dir / f"{number:05d}-{path.stem}.jsonl"
-            with out.open("w", encoding="utf-8") as fh:
-                good = []
-                for where, record in records:
-                    if isinstance(record, str):
-                        rejected.reject(where, record)
-                    else:
-                        good.append({**record, "_where": where})
-                        if len(good) >= 10000:
-                            write_jsonl(good, fh)
-                            good.clear()
-                write_jsonl(good, fh)
-            generic["json"].append(str(out))
-        elif path.suffix == ".parquet":
-            generic["parquet"].append(str(path))
-        elif path.suffix == ".csv":
-            generic["csv"].append(str(path))
+            with _local_copy(spark, where, local) as path:
+                records = (
+                    prometheus_rows(path, labels or LabelMap(), rejected)
+                    if kind is UsageFormat.prometheus
+                    else jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected)
+                )
+                parsed += _record_batches(records, rejected, label=str(where), local=path)
+        elif name_of(where).endswith(".parquet"):
+            generic["parquet"].append(str(where))
+        elif name_of(where).endswith(".csv"):
+            generic["csv"].append(str(where))
         else:
-            generic["json"].append(str(path))
+            generic["json"].append(str(where))
+    if parsed:
+        table = pa.Table.from_batches(parsed, schema=_STAGED_SCHEMA)
+        frames.append(spark.createDataFrame(table))
     row_id = F.concat(F.input_file_name(), F.lit(" row "), F.monotonically_increasing_id())
     if generic["parquet"]:
         frame = _with_columns(
@@ -262,7 +657,7 @@ def read_usage_frame(
                 frame = frame.withColumn(column, F.lit(None).cast("string"))
         frames.append(frame.select(*USAGE_COLUMNS, "_where"))
     if not frames:
-        return spark.createDataFrame([], USAGE_SCHEMA), rejected
+        return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
 
     def check_all(with_where: bool) -> DataFrame:
         parts = [_checked(f, F.col("_where"), known) for f in frames]
@@ -278,13 +673,25 @@ def read_usage_frame(
     # (benchmarks/README.md). The first rejected rows are found again,
     # labelled, only if any.
     checked = check_all(False)
-    if generic["csv"] or generic["json"]:
+    if generic["csv"] or generic["json"] or parsed:
         checked = checked.cache()
-    counts = checked.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect()
+    window = F.lit(True)
+    if since is not None:
+        window = window & (F.col("timestamp") >= F.lit(since))
+    if until is not None:
+        window = window & (F.col("timestamp") < F.lit(until))
+    counts = (
+        checked.groupBy(F.split("_reason", ":")[0].alias("kind"))
+        .agg(F.count("*").alias("count"), F.count(F.when(window, 1)).alias("in_range"))
+        .collect()
+    )
+    usable = 0
     for row in counts:
         if row["kind"] is not None:
             rejected.count += int(row["count"])
             rejected.by_reason[str(row["kind"])] += int(row["count"])
+        else:
+            usable = int(row["in_range"])
     failed_parts = [f for f in bad]
     if rejected.count:
         failed_parts.insert(
@@ -299,15 +706,50 @@ def read_usage_frame(
             if len(rejected.examples) < EXAMPLES_KEPT:
                 rejected.examples.append(f"{row['_where']}: {row['_reason']}")
     usage = checked.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS)
-    return usage, rejected
+    return in_range(usage, since, until), rejected, usable
 
 
-def write_table(frame: DataFrame, path: Path) -> None:
-    """Write ``frame`` as Parquet at ``path`` (a directory of part files, one
-    per partition: the computation stays parallel), replacing what is there."""
-    if path.exists():
+def write_table(frame: DataFrame, path: DataPath) -> None:
+    """Write ``frame`` as Parquet at ``path`` (a local path or a Hadoop URI; a
+    directory of part files, one per partition: the computation stays
+    parallel), replacing what is there."""
+    if isinstance(path, Path) and path.exists():
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     frame.write.mode("overwrite").parquet(str(path))
+
+
+def write_texts(spark: SparkSession, out: str, files: Mapping[str, str]) -> dict[str, str]:
+    """Write small text files (the reports) under the URI ``out``; returns
+    name -> the URI written.
+
+    Through Hadoop's ``FileSystem`` where the session has a JVM (local mode,
+    ``--master``, spark-submit): ``out/report.md`` is one file, as locally.
+    Over Spark Connect the client has no file system of the cluster's, so
+    each is written by Spark as a one-part text dataset
+    (``out/report.md/part-00000-*.txt``).
+    """
+    written: dict[str, str] = {}
+    jvm = None if _is_connect(spark) else getattr(spark, "_jvm", None)
+    for name, text in files.items():
+        target = f"{out.rstrip('/')}/{name}"
+        if jvm is not None:
+            hadoop_path = jvm.org.apache.hadoop.fs.Path(target)
+            fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+            stream = fs.create(hadoop_path, True)
+            try:
+                stream.write(bytearray(text.encode("utf-8")))
+            finally:
+                stream.close()
+        else:
+            one = spark.createDataFrame([(text.rstrip("\n"),)], "value string").coalesce(1)
+            one.write.mode("overwrite").option("lineSep", "\n").text(target)
+        written[name] = target
+    return written
+
+
+def _is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (no JVM on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def in_range(frame: DataFrame, since: datetime | None, until: datetime | None) -> DataFrame:
@@ -319,4 +761,4 @@ def in_range(frame: DataFrame, since: datetime | None, until: datetime | None) -
     return frame
 
 
-__all__ += ["in_range", "transforms"]
+__all__ += ["in_range", "read_usage_counted", "transforms"]

@@ -1,0 +1,108 @@
+"""``spark-submit`` of quotaform's job to a real Spark standalone cluster
+(master and worker started from the pip ``pyspark`` package by the
+``spark_cluster`` fixture), with ``file://`` URIs for the usage and the
+outputs (issue 20, items 1, 2 and 4): the README's command run exactly as
+shown; its rows equal the local engine's; a bad input is the CLI's exit code
+and one ``Error:`` line, never a traceback or a silent exit 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
+
+
+def _readme_submit_command() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "spark-submit" in b]
+    assert len(blocks) == 1, "one spark-submit block in the README"
+    return " ".join(blocks[0].replace("\\\n", " ").split())
+
+
+def _environment(master_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER", "SPARK_REMOTE")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["SPARK_MASTER_URL"] = master_url
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["PYSPARK_PYTHON"] = sys.executable
+    return env
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    rows = pq.read_table(path).to_pylist()
+    return sorted(rows, key=lambda r: tuple(str(r[c]) for c in KEY))
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding a copy of ``tests/fixtures/analytics`` (the README's paths)."""
+    where = tmp_path_factory.mktemp("submit")
+    shutil.copytree(ROOT / "tests/fixtures/analytics", where / "tests/fixtures/analytics")
+    return where
+
+
+def test_the_readme_spark_submit_command_runs_on_the_cluster(
+    spark_cluster: Any, scratch: Path
+) -> None:
+    command = _readme_submit_command()
+    assert command.startswith('spark-submit --master "$SPARK_MASTER_URL"'), command
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=scratch, env=_environment(spark_cluster.master_url),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = scratch / "out/submitted"
+    assert f"-> file://{scratch}/out/submitted/utilisation.parquet" in done.stdout
+    # spark-submit's PythonRunner merges the driver's stderr into its stdout.
+    assert f"Spark 4.3.0 on {spark_cluster.master_url}" in done.stdout, done.stdout[-2000:]
+    local = subprocess.run(
+        [sys.executable, "-m", "quotaform", "analyze", "utilisation",
+         "tests/fixtures/analytics/manifest.yaml",
+         "--usage", "tests/fixtures/analytics/usage.jsonl",
+         "--out", "out/local", "--engine", "python"],
+        cwd=scratch, env=_environment(spark_cluster.master_url), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    cluster_rows = _rows(out / "utilisation.parquet")
+    assert cluster_rows == _rows(scratch / "out/local/utilisation.parquet")
+    assert len(cluster_rows) > 5
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["engine"] == "spark" and summary["rows"] == len(cluster_rows)
+    assert (out / "report.md").read_text(encoding="utf-8").startswith("### quotaform")
+
+
+def test_a_submitted_run_with_bad_input_fails_like_the_cli(
+    spark_cluster: Any, scratch: Path
+) -> None:
+    command = [
+        "spark-submit", "--master", spark_cluster.master_url,
+        str(ROOT / "quotaform/cli/spark_submit.py"), "utilisation",
+        "tests/fixtures/analytics/manifest.yaml", "--usage", f"file://{scratch}/no-such-usage",
+        "--out", f"file://{scratch}/out/bad",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=scratch, env=_environment(spark_cluster.master_url),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    # The driver's stderr reaches spark-submit's stdout (PythonRunner merges them).
+    errors = [line for line in done.stdout.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, done.stderr[-3000:]
+    assert errors[0].startswith(
+        f"Error: file://{scratch}/no-such-usage: cannot be listed by Spark ("
+    )
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (scratch / "out/bad/utilisation.parquet").exists()

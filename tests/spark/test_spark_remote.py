@@ -1,0 +1,365 @@
+"""``quotaform analyze`` on a real Spark standalone cluster (``--master
+spark://``) and through a real Spark Connect server (``--remote sc://``,
+``SPARK_REMOTE``), both started from the pip pyspark package by the session
+fixtures: the rows equal local mode's and the Python engine's, row for row;
+standard error carries quotaform's lines only; failures to reach Spark are one
+``Error:`` line; a token is never printed.
+
+The test process holds the shared local SparkSession, so every cluster and
+Connect run is a separate process (``python -m quotaform``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner
+
+from quotaform.analytics.remote import redact_remote, scrub, spark_target
+from quotaform.cli.app import app
+from quotaform.errors import EXIT_ERROR, AnalyticsError
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "analytics"
+KEY = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
+runner = CliRunner()
+
+#: What quotaform itself writes to standard error during an analysis.
+OWN_LINES = re.compile(
+    r"^(engine: |Spark \d+\.\d+\.\d+ on |read [\d,]+ usage rows|wrote |Warning: \d+ usage row)"
+)
+
+
+def _commands(base: Path, out: Path) -> dict[str, list[str]]:
+    """The three analyses on the fixtures, writing under ``out``; impact of
+    alice's ingest quota halved (the manifests) against the snapshot (now)."""
+    changed = base / "changed"
+    changed.mkdir(exist_ok=True)
+    text = (FIXTURES / "manifest.yaml").read_text(encoding="utf-8")
+    (changed / "m.yaml").write_text(
+        text.replace("values: {producer_byte_rate: 1MiB}", "values: {producer_byte_rate: 512KiB}"),
+        encoding="utf-8",
+    )
+    usage = ["--usage", str(FIXTURES / "usage.csv")]
+    return {
+        "utilisation": ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), *usage,
+                        "--out", str(out / "utilisation")],
+        "impact": ["analyze", "impact", str(changed), "--snapshot",
+                   str(FIXTURES / "snapshot.jsonl"), *usage, "--out", str(out / "impact")],
+        "recommend": ["analyze", "recommend", str(FIXTURES / "manifest.yaml"), *usage,
+                      "--out", str(out / "recommend")],
+    }  # fmt: skip
+
+
+def _rows(out: Path, command: str) -> list[dict[str, Any]]:
+    path = out / command / f"{command}.parquet"
+    parts = [path] if path.is_file() else sorted(path.glob("*.parquet"))
+    rows = [r for part in parts for r in pq.read_table(part).to_pylist()]
+    return sorted(rows, key=lambda r: tuple(str(r.get(c) or "") for c in KEY))
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER", "SPARK_REMOTE", "SPARK_CONNECT_AUTHENTICATE_TOKEN")
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env.update(extra)
+    return env
+
+
+def _quotaform(
+    args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "quotaform", *args],
+        env=env or _env(), capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    )  # fmt: skip
+
+
+def assert_quiet(stderr: str) -> None:
+    """Only quotaform's own progress lines: no JVM, Spark, log4j, gRPC or
+    Python warning lines."""
+    foreign = [line for line in stderr.splitlines() if line.strip() and not OWN_LINES.match(line)]
+    assert not foreign, stderr
+
+
+@pytest.fixture(scope="module")
+def local(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every analysis on local Spark (the shared session) and on the Python
+    engine: the reference rows."""
+    outs = {}
+    for engine in ("spark", "python"):
+        base = tmp_path_factory.mktemp(f"local-{engine}")
+        for command, args in _commands(base, base).items():
+            result = runner.invoke(app, [*args, "--engine", engine])
+            assert result.exit_code == 0, (command, result.output)
+        outs[engine] = base
+    return outs
+
+
+def test_the_reference_rows_are_not_empty(local: dict[str, Path]) -> None:
+    for command in ("utilisation", "impact", "recommend"):
+        assert _rows(local["spark"], command), command
+        assert _rows(local["spark"], command) == _rows(local["python"], command), command
+
+
+# ------------------------------------------------------------ standalone cluster
+
+
+#: One process runs the CLI's three analyses (one Spark application on the
+#: cluster instead of three: the cluster has two cores).
+RUN_ALL = """
+import json, sys
+from quotaform.cli.app import app
+for args in json.loads(sys.argv[1]):
+    try:
+        app(args, prog_name="quotaform")
+    except SystemExit as stop:
+        if stop.code:
+            raise
+"""
+
+
+def test_the_standalone_cluster_rows_equal_local_and_python(
+    spark_cluster: Any, local: dict[str, Path], tmp_path: Path
+) -> None:
+    commands = _commands(tmp_path, tmp_path)
+    runs = [[*args, "--engine", "spark", "--master", spark_cluster.master_url]
+            for args in commands.values()]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_ALL, json.dumps(runs)],
+        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"on {spark_cluster.master_url} (" in done.stderr
+    assert_quiet(done.stderr)
+    for command in commands:
+        summary = json.loads((tmp_path / command / "summary.json").read_text(encoding="utf-8"))
+        assert summary["engine"] == "spark"
+        assert _rows(tmp_path, command) == _rows(local["spark"], command), command
+        assert _rows(tmp_path, command) == _rows(local["python"], command), command
+
+
+def test_a_master_nobody_answers_is_one_error_line() -> None:
+    port = _closed_port()
+    done = _quotaform(
+        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage",
+         str(FIXTURES / "usage.csv"), "--out", "/nonexistent/never", "--engine", "spark",
+         "--master", f"spark://127.0.0.1:{port}"],
+    )  # fmt: skip
+    assert done.returncode == EXIT_ERROR
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [line for line in done.stderr.splitlines() if not OWN_LINES.match(line)]
+    assert len(errors) == 1 and f"spark://127.0.0.1:{port}" in errors[0], done.stderr
+
+
+def test_a_bad_master_url_is_one_error_line_naming_it(tmp_path: Path) -> None:
+    done = _quotaform(
+        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage",
+         str(FIXTURES / "usage.csv"), "--out", str(tmp_path), "--engine", "spark",
+         "--master", "nonsense://x"],
+    )  # fmt: skip
+    assert done.returncode == EXIT_ERROR
+    assert "Traceback" not in done.stderr
+    foreign = [line for line in done.stderr.splitlines() if not OWN_LINES.match(line)]
+    assert len(foreign) == 1 and foreign[0].startswith("Error: "), done.stderr
+    assert "nonsense://x" in foreign[0]
+    assert "Java 17" not in foreign[0]  # Java is there: the master is wrong
+
+
+# ------------------------------------------------------------------ Spark Connect
+
+
+def test_connect_rows_equal_local_for_every_analysis(
+    spark_connect: Any, local: dict[str, Path], tmp_path: Path
+) -> None:
+    for command, args in _commands(tmp_path, tmp_path).items():
+        done = _quotaform([*args, "--remote", spark_connect.remote])
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert_quiet(done.stderr)
+        assert f"on {spark_connect.remote} (Spark Connect)" in done.stderr
+        summary = json.loads((tmp_path / command / "summary.json").read_text(encoding="utf-8"))
+        assert summary["engine"] == "spark"  # a remote implies the Spark engine
+        assert _rows(tmp_path, command) == _rows(local["spark"], command), command
+
+
+def test_spark_remote_from_the_environment(
+    spark_connect: Any, local: dict[str, Path], tmp_path: Path
+) -> None:
+    args = _commands(tmp_path, tmp_path)["utilisation"]
+    done = _quotaform(
+        [*args, "--engine", "spark"],
+        env=_env(SPARK_REMOTE=spark_connect.remote, MASTER="local[1]"),  # MASTER is ignored
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_quiet(done.stderr)
+    assert "(Spark Connect)" in done.stderr
+    assert _rows(tmp_path, "utilisation") == _rows(local["spark"], "utilisation")
+
+
+def test_a_token_is_used_and_never_printed(
+    spark_connect: Any, local: dict[str, Path], tmp_path: Path
+) -> None:
+    token = "tok-3f9a1c-never-shown"
+    # With a token PySpark's client uses TLS unless the host is localhost.
+    remote = f"sc://localhost:{spark_connect.port}/;user_id=qf-test"
+    args = _commands(tmp_path, tmp_path)["utilisation"]
+    done = _quotaform(
+        ["-v", *args, "--remote", remote], env=_env(SPARK_CONNECT_AUTHENTICATE_TOKEN=token)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert token not in done.stdout + done.stderr
+    assert "qf-test" not in done.stdout + done.stderr
+    assert f"sc://localhost:{spark_connect.port}/;user_id=***" in done.stderr
+    assert _rows(tmp_path, "utilisation") == _rows(local["spark"], "utilisation")
+
+
+def test_an_unreachable_remote_is_one_error_line_without_its_token(tmp_path: Path) -> None:
+    port = _closed_port()
+    done = _quotaform(
+        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage",
+         str(FIXTURES / "usage.csv"), "--out", str(tmp_path),
+         "--remote", f"sc://127.0.0.1:{port}/;token=s3cr3t-in-url"],
+        env=_env(SPARK_CONNECT_AUTHENTICATE_TOKEN="s3cr3t-in-env"),
+    )  # fmt: skip
+    assert done.returncode == EXIT_ERROR
+    foreign = [line for line in done.stderr.splitlines() if not OWN_LINES.match(line)]
+    assert foreign == [
+        f"Error: no Spark Connect server answers at sc://127.0.0.1:{port}/;token=*** "
+        f"(nothing accepted a connection to 127.0.0.1:{port} within 5 s)"
+    ], done.stderr
+    assert "s3cr3t" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "environ", "expected"),
+    [
+        (["--remote", "sc://h:1", "--master", "local[1]"], {},
+         "--remote sc://h:1 and --master local[1] given"),
+        (["--master", "local[1]", "--engine", "spark"], {"SPARK_REMOTE": "sc://h:1/;token=x1y2z3"},
+         "SPARK_REMOTE=sc://h:1/;token=*** is set and --master local[1] given"),
+        (["--remote", "sc://h:1", "--engine", "python"], {},
+         "--remote sc://h:1 runs the Spark engine"),
+        (["--remote", "spark://h:7077"], {}, "a Spark Connect URL is sc://HOST:PORT"),
+    ],
+)  # fmt: skip
+def test_contradictory_spark_options_are_refused_in_one_line(
+    args: list[str],
+    environ: dict[str, str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    result = runner.invoke(
+        app,
+        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage",
+         str(FIXTURES / "usage.csv"), "--out", str(tmp_path), *args],
+    )  # fmt: skip
+    assert result.exit_code == EXIT_ERROR
+    assert expected in result.output, result.output
+    assert "x1y2z3" not in result.output
+
+
+def test_remote_redaction_and_scrubbing() -> None:
+    assert redact_remote("sc://h:15002") == "sc://h:15002"
+    assert redact_remote("sc://h:15002/;token=abc;use_ssl=true") == (
+        "sc://h:15002/;token=***;use_ssl=***"
+    )
+    assert redact_remote("sc://user:pw@h:1") == "sc://***@h:1"
+    assert scrub("failed at sc://h:1/;token=abcdef", "sc://h:1/;token=abcdef") == (
+        "failed at sc://h:1/;token=***"
+    )
+    assert scrub("bearer zzz-token", None, "zzz-token") == "bearer ***"
+    target = spark_target(master=None, remote=None, environ={"MASTER": "spark://x:1"})
+    assert (target.master, target.remote) == (None, None)  # MASTER is ignored
+    with pytest.raises(AnalyticsError, match="no host"):
+        spark_target(master=None, remote="sc://:1", environ={})
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ------------------------------------------------------------ the thin client
+
+
+def _readme_connect_block() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("**Spark Connect.**")
+    block = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
+    assert block is not None
+    text = block.group(1).replace("\\\n", " ")
+    return [" ".join(line.split("#")[0].split()) for line in text.splitlines() if line.strip()]
+
+
+def _thin_venv() -> Path:
+    """A venv with ``quotaform[spark-connect]`` (pyspark-client, no JVM),
+    cached under ``~/.cache/quotaform`` by the hash of pyproject.toml and
+    constraints.txt (built fresh in CI: about 90 s)."""
+    import hashlib
+
+    from quotaform.sandbox.jars import cache_root
+
+    digest = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
+    ).hexdigest()[:12]
+    venv = cache_root() / f"thin-client-{digest}"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    return venv
+
+
+def test_the_readme_thin_client_runs_without_java(
+    spark_connect: Any, local: dict[str, Path], tmp_path: Path
+) -> None:
+    install, *analyses = _readme_connect_block()
+    assert install.startswith("pip install") and "[spark-connect]" in install, install
+    venv = _thin_venv()
+    bin_dir = venv / "bin"
+    done = subprocess.run(
+        ["/bin/bash", "-c", install], cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**_env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+             "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (tmp_path / "tests/fixtures").mkdir(parents=True)
+    (tmp_path / "tests/fixtures/analytics").symlink_to(FIXTURES)
+    no_java = {
+        k: v for k, v in _env().items() if k not in ("JAVA_HOME", "PYTHONPATH", "SPARK_HOME")
+    }
+    no_java["PATH"] = str(bin_dir)  # nothing else: no java reachable
+    no_java["PYTHONPATH"] = str(ROOT)  # this checkout's quotaform over the cached install
+    assert not any((Path(p) / "java").exists() for p in no_java["PATH"].split(os.pathsep))
+    for command in analyses:
+        command = command.replace("sc://127.0.0.1:15002", spark_connect.remote)
+        done = subprocess.run(
+            ["/bin/bash", "-c", command], cwd=tmp_path, env=no_java, capture_output=True,
+            text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr[-3000:])
+        assert_quiet(done.stderr)
+    probe = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import pyspark.util as u; print(u.is_remote_only())"],
+        env=no_java, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert probe.stdout.strip() == "True", probe.stderr
+    assert _rows(tmp_path / "out", "utilisation") == _rows(local["spark"], "utilisation")
