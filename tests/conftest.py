@@ -28,7 +28,8 @@ from quotaform.sandbox import (
     start_broker,
     stop_broker,
 )
-from quotaform.sandbox.broker import _is_alive, default_state_dir
+from quotaform.sandbox.broker import default_state_dir
+from quotaform.sandbox.processes import is_alive
 
 ConfigCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
@@ -39,7 +40,7 @@ def _stop_orphans() -> None:
     """Stop sandboxes of earlier pytest sessions that died without tearing down."""
     for state in sorted(default_state_dir().glob(f"{_SESSION_PREFIX}*.json")):
         owner = state.stem.rsplit("-", 1)[-1]
-        if owner.isdigit() and not _is_alive(int(owner)):
+        if owner.isdigit() and not is_alive(int(owner)):
             stop_broker(name=state.stem)  # verifies the pid is that sandbox's java first
 
 

@@ -25,7 +25,6 @@ from typing import Any
 from quotaform.analytics import engine as py_engine
 from quotaform.analytics.configs import QuotaConfig, by_cluster
 from quotaform.analytics.model import (
-    COLUMN_TYPES,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
     IMPACT_COLUMNS,
@@ -404,15 +403,9 @@ def _write_arrow(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    kinds = {
-        "string": pa.string(),
-        "double": pa.float64(),
-        "int": pa.int32(),
-        "long": pa.int64(),
-        "boolean": pa.bool_(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
-    }
-    schema = pa.schema([(c, kinds[COLUMN_TYPES[c]]) for c in columns])
+    from quotaform.analytics.local.aggregate import arrow_schema
+
+    schema = arrow_schema(columns)
     table = pa.Table.from_pylist([{c: r[c] for c in columns} for r in rows], schema=schema)
     if path.is_dir():
         shutil.rmtree(path)

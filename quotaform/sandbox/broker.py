@@ -18,7 +18,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import socket
@@ -41,6 +40,14 @@ from quotaform.sandbox.jars import (
     find_java,
     kafka_java_command,
     run_kafka_tool,
+)
+from quotaform.sandbox.processes import (
+    CHILDREN,
+    check_name,
+    cmdline,
+    is_alive,
+    port_open,
+    tail_text,
 )
 
 __all__ = [
@@ -70,7 +77,6 @@ _BROKER_JVM_OPTIONS = ("-Xms256m", "-Xmx1g", *FAST_START_JVM_OPTIONS, "-Djava.aw
 #: most classes (Scala, Kafka core, log4j), worth ~0.6 s of broker start-up.
 _SHARED_CLASSES_FROM = "kafka.tools.StorageTool"
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PORT_ATTEMPTS = 3
 _POLL_INTERVAL_S = 0.2
 _PROBE_TIMEOUT_MS = 5000
@@ -199,7 +205,6 @@ class _PortClash(Exception):
 
 
 # Brokers started by this process, so we can reap them (no zombies) when stopping.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def default_state_dir() -> Path:
@@ -249,7 +254,7 @@ def start_broker(
             or did not answer in time (message carries the ``broker.log`` tail),
             or ``name`` already runs a different Kafka version.
     """
-    _check_name(name)
+    check_name(name)
     states = state_dir or default_state_dir()
     with _state_lock(states, name):
         existing = _load_state(states, name)
@@ -309,7 +314,7 @@ def stop_broker(
     Raises:
         SandboxError: the process survived SIGKILL, or the state file is unreadable.
     """
-    _check_name(name)
+    check_name(name)
     states = state_dir or default_state_dir()
     with _state_lock(states, name):
         broker = _load_state(states, name)
@@ -332,7 +337,7 @@ def broker_status(
     Raises:
         SandboxError: the state file is unreadable.
     """
-    _check_name(name)
+    check_name(name)
     states = state_dir or default_state_dir()
     broker = _load_state(states, name)
     if broker is None:
@@ -345,7 +350,7 @@ def broker_status(
         return SandboxStatus(name, SandboxState.STOPPED, None)
     if broker.security_protocol != "PLAINTEXT":
         # No credentials here: a SASL sandbox that accepts connections runs.
-        state = SandboxState.RUNNING if _port_open(broker.port) else SandboxState.UNRESPONSIVE
+        state = SandboxState.RUNNING if port_open(broker.port) else SandboxState.UNRESPONSIVE
         return SandboxStatus(name, state, broker)
     answered = _probe_cluster_id(broker.bootstrap, timeout_ms=int(probe_timeout_s * 1000))
     state = SandboxState.RUNNING if answered == broker.cluster_id else SandboxState.UNRESPONSIVE
@@ -368,7 +373,7 @@ def kill_broker(
             raise SandboxError(f"Sandbox {name!r} is not running")
         os.kill(broker.pid, signal.SIGKILL)
         _wait_exit(broker.pid, _KILL_WAIT_S)
-        _CHILDREN.pop(broker.pid, None)
+        CHILDREN.pop(broker.pid, None)
         return broker
 
 
@@ -432,7 +437,7 @@ def _spawn(
             start_new_session=True,  # survives the CLI process and its Ctrl-C
             close_fds=True,
         )
-    _CHILDREN[proc.pid] = proc
+    CHILDREN[proc.pid] = proc
     return proc
 
 
@@ -502,7 +507,7 @@ def _launch(
         return broker
     except BaseException:
         if broker is not None:
-            if _is_alive(broker.pid):
+            if is_alive(broker.pid):
                 _terminate(broker.pid, _KILL_WAIT_S)
             _discard(broker, states)
         else:
@@ -563,7 +568,7 @@ def _format_storage(
     if proc.returncode != 0:
         raise SandboxError(
             f"kafka.tools.StorageTool format failed (exit {proc.returncode}) for "
-            f"{properties}:\n{_tail_text(proc.stdout + proc.stderr)}"
+            f"{properties}:\n{tail_text(proc.stdout + proc.stderr, _LOG_TAIL_LINES)}"
         )
 
 
@@ -575,7 +580,7 @@ def _wait_ready(
 ) -> None:
     """Poll until ``broker`` answers DescribeCluster with its own cluster id."""
     while True:
-        if not _is_alive(broker.pid):
+        if not is_alive(broker.pid):
             tail = _log_tail(broker.log_path)
             if "Address already in use" in tail:
                 raise _PortClash(tail.splitlines()[-1] if tail else "address in use")
@@ -590,7 +595,7 @@ def _wait_ready(
                 f"{broker.bootstrap} in time; retry with a longer --timeout. "
                 f"Last lines of its broker.log:\n{_log_tail(broker.log_path)}"
             )
-        if _port_open(broker.port):
+        if port_open(broker.port):
             timeout_ms = max(min(int(remaining * 1000), _PROBE_TIMEOUT_MS), 500)
             answered = _probe_cluster_id(broker.bootstrap, timeout_ms=timeout_ms, options=options)
             if answered == broker.cluster_id:
@@ -641,14 +646,6 @@ def _probe_cluster_id(
     return str(cluster_id) if cluster_id else None
 
 
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
 def _free_ports(count: int) -> list[int]:
     """Return ``count`` distinct loopback ports that were free a moment ago."""
     sockets = []
@@ -666,46 +663,12 @@ def _free_ports(count: int) -> list[int]:
 # -- processes ----------------------------------------------------------------
 
 
-def _is_alive(pid: int) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        return child.poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    # Field 3, after the parenthesised command name, is the state; Z is a zombie.
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
-
-
-def _cmdline(pid: int) -> str | None:
-    try:
-        return (
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        )
-    except FileNotFoundError:
-        if Path("/proc/self").exists():
-            return None
-    except OSError:
-        return None
-    proc = subprocess.run(
-        ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False
-    )
-    return proc.stdout if proc.returncode == 0 else None
-
-
 def _is_our_broker(broker: SandboxBroker) -> bool:
     """True if ``broker.pid`` is alive and still is this sandbox's ``kafka.Kafka``."""
-    if not _is_alive(broker.pid):
+    if not is_alive(broker.pid):
         return False
-    cmdline = _cmdline(broker.pid) or ""
-    return "kafka.Kafka" in cmdline and str(broker.data_dir) in cmdline
+    command = cmdline(broker.pid) or ""
+    return "kafka.Kafka" in command and str(broker.data_dir) in command
 
 
 def _terminate(pid: int, timeout_s: float) -> None:
@@ -713,7 +676,7 @@ def _terminate(pid: int, timeout_s: float) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
         if _wait_exit(pid, wait_s):
-            _CHILDREN.pop(pid, None)
+            CHILDREN.pop(pid, None)
             return
         log.warning("sandbox broker pid %d ignored %s", pid, sig.name)
     raise SandboxError(f"Sandbox broker pid {pid} survived SIGKILL; check it with ps.")
@@ -721,7 +684,7 @@ def _terminate(pid: int, timeout_s: float) -> None:
 
 def _wait_exit(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while _is_alive(pid):
+    while is_alive(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
@@ -791,20 +754,12 @@ def _save_state(states: Path, broker: SandboxBroker) -> None:
 
 def _discard(broker: SandboxBroker, states: Path) -> None:
     """Remove ``broker``'s data directory and state file (process already gone)."""
-    _CHILDREN.pop(broker.pid, None)
+    CHILDREN.pop(broker.pid, None)
     shutil.rmtree(broker.data_dir, ignore_errors=True)
     _state_path(states, broker.name).unlink(missing_ok=True)
 
 
 # -- small helpers --------------------------------------------------------------
-
-
-def _check_name(name: str) -> None:
-    if not _NAME_RE.match(name):
-        raise SandboxError(
-            f"Invalid sandbox name {name!r}: use letters, digits, '.', '_' or '-' "
-            f"(at most 64 characters, not starting with '.', '_' or '-')."
-        )
 
 
 def _progress(on_progress: Callable[[str], None] | None, message: str) -> None:
@@ -818,9 +773,4 @@ def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         return f"(cannot read {path}: {exc})"
-    return _tail_text(text, lines)
-
-
-def _tail_text(text: str, lines: int = _LOG_TAIL_LINES) -> str:
-    kept = [line for line in text.strip().splitlines() if line.strip()]
-    return "\n".join(kept[-lines:]) if kept else "(empty)"
+    return tail_text(text, lines)

@@ -36,6 +36,14 @@ from typing import Any
 
 from quotaform.errors import SandboxError
 from quotaform.sandbox.jars import cache_root, find_java
+from quotaform.sandbox.processes import (
+    CHILDREN,
+    check_name,
+    cmdline,
+    is_alive,
+    port_open,
+    tail_text,
+)
 
 __all__ = [
     "SparkCluster",
@@ -50,7 +58,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: Environment variables of the caller that would steer the launched Spark
 #: elsewhere: ``MASTER`` is spark-submit's master, ``SPARK_REMOTE`` makes
 #: PySpark a Connect client, the rest point at another installation or
@@ -170,7 +177,7 @@ def start_cluster(
             not get ready in time (the message carries its log's tail).
             Whatever started is stopped again.
     """
-    _check_name(name)
+    check_name(name, "Spark sandbox")
     states = state_dir or spark_state_dir()
     stop_spark(name, state_dir=states)
     home = spark_home()
@@ -191,7 +198,7 @@ def start_cluster(
         )  # fmt: skip
         _save(states, name, {"kind": "cluster", "pgids": pgids, "workdir": str(workdir)})
         _wait_for(
-            lambda: _port_open(port) and bool(_MASTER_UP.search(_read(master_log))),
+            lambda: port_open(port) and bool(_MASTER_UP.search(_read(master_log))),
             pgids[0], master_log, deadline, "the Spark master",
         )  # fmt: skip
         url = f"spark://127.0.0.1:{port}"
@@ -259,7 +266,7 @@ def start_connect_server(
             not listen in time (the message carries its log's tail). A
             half-started server is stopped again.
     """
-    _check_name(name)
+    check_name(name, "Spark sandbox")
     states = state_dir or spark_state_dir()
     stop_spark(name, state_dir=states)
     home = spark_home()
@@ -292,7 +299,7 @@ def start_connect_server(
         pgids.append(_spawn(command, env, server_log))
         _save(states, name, {"kind": "connect", "pgids": pgids, "workdir": str(workdir)})
         deadline = time.monotonic() + timeout_s
-        _wait_for(lambda: _port_open(port), pgids[0], server_log, deadline, "Spark Connect")
+        _wait_for(lambda: port_open(port), pgids[0], server_log, deadline, "Spark Connect")
         remote = f"sc://127.0.0.1:{port}"
         _save(
             states,
@@ -336,7 +343,7 @@ def stop_spark(name: str, *, state_dir: Path | None = None, timeout_s: float = 1
         return True
     workdir = str(record.get("workdir", ""))
     for pgid in reversed([int(p) for p in record.get("pgids", [])]):
-        if pgid in _CHILDREN or (workdir and workdir in (_cmdline(pgid) or "")):
+        if pgid in CHILDREN or (workdir and workdir in (cmdline(pgid) or "")):
             _terminate_group(pgid, timeout_s)
         else:
             _signal_group_if_ours(pgid, workdir)
@@ -358,7 +365,7 @@ def stop_orphans(prefix: str, *, state_dir: Path | None = None) -> list[str]:
     stopped = []
     for path in sorted(states.glob(f"{prefix}*.json")):
         owner = path.stem.rsplit("-", 1)[-1]
-        if owner.isdigit() and not _is_alive(int(owner)):
+        if owner.isdigit() and not is_alive(int(owner)):
             stop_spark(path.stem, state_dir=states)
             stopped.append(path.stem)
     return stopped
@@ -408,16 +415,13 @@ def _spawn(command: list[str], env: Mapping[str, str], log_path: Path) -> int:
             start_new_session=True,
             close_fds=True,
         )
-    _CHILDREN[proc.pid] = proc
+    CHILDREN[proc.pid] = proc
     return proc.pid
-
-
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def _wait_for(ready: Any, pgid: int, log_path: Path, deadline: float, what: str) -> None:
     while not ready():
-        if not _is_alive(pgid):
+        if not is_alive(pgid):
             raise SandboxError(f"{what} exited while starting; {log_path}:\n{_tail(log_path)}")
         if time.monotonic() >= deadline:
             raise SandboxError(f"{what} was not ready in time; {log_path}:\n{_tail(log_path)}")
@@ -441,14 +445,14 @@ def _signal_group_if_ours(pgid: int, workdir: str) -> None:
     (an executor outliving its worker)."""
     if not workdir:
         return
-    members = [pid for pid in _group_members(pgid) if workdir in (_cmdline(pid) or "")]
+    members = [pid for pid in _group_members(pgid) if workdir in (cmdline(pid) or "")]
     if members:
         _terminate_group(pgid, _KILL_WAIT_S)
     _reap(pgid)
 
 
 def _reap(pid: int) -> None:
-    child = _CHILDREN.pop(pid, None)
+    child = CHILDREN.pop(pid, None)
     if child is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=1)
@@ -470,7 +474,7 @@ def _group_members(pgid: int) -> list[int]:
 def _wait_group_exit(pgid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while True:
-        child = _CHILDREN.get(pgid)
+        child = CHILDREN.get(pgid)
         if child is not None:
             child.poll()
         if not _group_members(pgid):
@@ -478,39 +482,6 @@ def _wait_group_exit(pgid: int, timeout_s: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
-
-
-def _is_alive(pid: int) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        return child.poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
-
-
-def _cmdline(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return raw.replace(b"\0", b" ").decode(errors="replace")
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def _free_port() -> int:
@@ -538,13 +509,4 @@ def _read(path: Path) -> str:
 
 
 def _tail(path: Path) -> str:
-    kept = [line for line in _read(path).splitlines() if line.strip()]
-    return "\n".join(kept[-_LOG_TAIL_LINES:]) if kept else "(empty)"
-
-
-def _check_name(name: str) -> None:
-    if not _NAME_RE.match(name):
-        raise SandboxError(
-            f"Invalid Spark sandbox name {name!r}: letters, digits, '.', '_' or '-' "
-            "(at most 64 characters, not starting with '.', '_' or '-')."
-        )
+    return tail_text(_read(path), _LOG_TAIL_LINES)

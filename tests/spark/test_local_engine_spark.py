@@ -67,7 +67,7 @@ def test_the_local_engine_equals_spark_on_generated_usage(
     assert rejected.count == 6 and usage.rows == len(rows)
     assert any(r["ip"] for r in local.to_pylist()) and any(r["censored"] for r in local.to_pylist())
 
-    frame, spark_rejected = job.read_usage_frame(spark, [path], known=["c"])
+    frame, spark_rejected, _ = job.read_usage_counted(spark, [path], known=["c"])
     assert (spark_rejected.count, dict(spark_rejected.by_reason)) == (
         rejected.count,
         dict(rejected.by_reason),

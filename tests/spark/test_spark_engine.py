@@ -249,7 +249,7 @@ def test_spark_reads_every_usage_format_like_the_python_readers(
         (["jmxtool.csv"], {"cluster": "prod-eu", "broker": "1"}),
     ]:
         paths = [FIXTURES / f for f in files]
-        frame, rejected = job.read_usage_frame(spark, paths, **options)
+        frame, rejected, _ = job.read_usage_counted(spark, paths, **options)
         rows, py_rejected = read_usage(paths, **options)
         assert frame.count() == len(rows), files
         assert (rejected.count, dict(rejected.by_reason)) == (

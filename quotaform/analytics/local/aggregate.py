@@ -30,16 +30,30 @@ from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.resolution import MetricTags, QuotaIndex, quota_for_tags
 
-__all__ = ["Utilisation", "group_keys", "ranked_order", "sample_points", "utilisation"]
+__all__ = [
+    "Utilisation",
+    "arrow_schema",
+    "group_keys",
+    "ranked_order",
+    "sample_points",
+    "utilisation",
+]
 
-_ARROW_TYPES = {
-    "string": pa.string(),
-    "double": pa.float64(),
-    "int": pa.int32(),
-    "long": pa.int64(),
-    "boolean": pa.bool_(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-}
+
+def arrow_schema(columns: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of contract ``columns`` (:data:`~quotaform.analytics.model.COLUMN_TYPES`;
+    timestamps UTC, microseconds)."""
+    kinds = {
+        "string": pa.string(),
+        "double": pa.float64(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "boolean": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
+    return pa.schema([(c, kinds[COLUMN_TYPES[c]]) for c in columns])
+
+
 #: The columns a group is ordered by (``ip`` as ``""`` when none).
 _ORDER = ("cluster", "broker", "user", "client_id", "_ip", "quota_key")
 
@@ -298,7 +312,7 @@ def utilisation(usage: CodedUsage, configs: Mapping[str, QuotaIndex]) -> Utilisa
         "throttled_share": _nullable(share, throttles > 0, double),
         "censored": pa.array(over > 0),
     }
-    schema = pa.schema([(c, _ARROW_TYPES[COLUMN_TYPES[c]]) for c in UTILISATION_COLUMNS])
+    schema = arrow_schema(UTILISATION_COLUMNS)
     table = pa.table([columns[c] for c in UTILISATION_COLUMNS], schema=schema)
     ordered = pc.sort_indices(
         table.append_column("_ip", parts["ip"]), sort_keys=[(c, "ascending") for c in _ORDER]

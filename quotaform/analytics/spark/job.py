@@ -56,7 +56,7 @@ from quotaform.kafka.metrics import ISO_TIMESTAMP
 
 __all__ = [
     "config_frame",
-    "read_usage_frame",
+    "read_usage_counted",
     "session_target",
     "spark_error",
     "spark_session",
@@ -551,24 +551,6 @@ def _record_batches(
     return batches
 
 
-def read_usage_frame(
-    spark: SparkSession,
-    paths: Sequence[DataPath],
-    *,
-    fmt: UsageFormat = UsageFormat.auto,
-    labels: LabelMap | None = None,
-    cluster: str | None = None,
-    broker: str | None = None,
-    known: Sequence[str] | None = None,
-) -> tuple[DataFrame, Rejections]:
-    """The usage table as a DataFrame (USAGE_SCHEMA) and what was rejected:
-    :func:`read_usage_counted` without a time range or the count."""
-    usage, rejected, _rows = read_usage_counted(
-        spark, paths, fmt=fmt, labels=labels, cluster=cluster, broker=broker, known=known
-    )
-    return usage, rejected
-
-
 def read_usage_counted(
     spark: SparkSession,
     paths: Sequence[DataPath],
@@ -761,4 +743,4 @@ def in_range(frame: DataFrame, since: datetime | None, until: datetime | None) -
     return frame
 
 
-__all__ += ["in_range", "read_usage_counted", "transforms"]
+__all__ += ["in_range", "transforms"]
