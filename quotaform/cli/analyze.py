@@ -95,8 +95,9 @@ EngineOption = Annotated[
     Engine,
     typer.Option(
         "--engine",
-        help="spark (PySpark: local[*], --master or --remote), python (no JVM), or auto (by "
-        "input size; spark with a remote).",
+        help="spark (PySpark: local[*], --master or --remote), python (the local engine: "
+        "Arrow, no JVM), or auto (python below 1 GiB of Parquet usage; spark with a master, "
+        "a remote or a URI).",
     ),
 ]
 Master = Annotated[
@@ -104,7 +105,7 @@ Master = Annotated[
     typer.Option(
         "--master",
         metavar="URL",
-        help="Spark master, e.g. spark://host:7077 (default local[*]).",
+        help="Spark master, e.g. spark://host:7077 (implies --engine spark; default local[*]).",
         show_default=False,
     ),
 ]
