@@ -24,7 +24,7 @@ from quotaform.analytics.spark import job, transforms
 from quotaform.analytics.spark.schemas import UTILISATION_SCHEMA
 from quotaform.kafka.resolution import QuotaIndex
 
-from .test_spark_engine import generated
+from .generated import generated
 
 pytestmark = pytest.mark.spark
 
