@@ -43,6 +43,8 @@ from quotaform.sandbox.jars import (
 )
 from quotaform.sandbox.processes import (
     CHILDREN,
+    KILL_WAIT_S,
+    LOG_TAIL_LINES,
     check_name,
     cmdline,
     is_alive,
@@ -80,8 +82,6 @@ _SHARED_CLASSES_FROM = "kafka.tools.StorageTool"
 _PORT_ATTEMPTS = 3
 _POLL_INTERVAL_S = 0.2
 _PROBE_TIMEOUT_MS = 5000
-_LOG_TAIL_LINES = 30
-_KILL_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,7 +372,7 @@ def kill_broker(
         if broker is None or not _is_our_broker(broker):
             raise SandboxError(f"Sandbox {name!r} is not running")
         os.kill(broker.pid, signal.SIGKILL)
-        _wait_exit(broker.pid, _KILL_WAIT_S)
+        _wait_exit(broker.pid, KILL_WAIT_S)
         CHILDREN.pop(broker.pid, None)
         return broker
 
@@ -508,7 +508,7 @@ def _launch(
     except BaseException:
         if broker is not None:
             if is_alive(broker.pid):
-                _terminate(broker.pid, _KILL_WAIT_S)
+                _terminate(broker.pid, KILL_WAIT_S)
             _discard(broker, states)
         else:
             shutil.rmtree(data_dir, ignore_errors=True)
@@ -568,7 +568,7 @@ def _format_storage(
     if proc.returncode != 0:
         raise SandboxError(
             f"kafka.tools.StorageTool format failed (exit {proc.returncode}) for "
-            f"{properties}:\n{tail_text(proc.stdout + proc.stderr, _LOG_TAIL_LINES)}"
+            f"{properties}:\n{tail_text(proc.stdout + proc.stderr, LOG_TAIL_LINES)}"
         )
 
 
@@ -672,7 +672,7 @@ def _is_our_broker(broker: SandboxBroker) -> bool:
 
 
 def _terminate(pid: int, timeout_s: float) -> None:
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, _KILL_WAIT_S)):
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
         if _wait_exit(pid, wait_s):
@@ -768,7 +768,7 @@ def _progress(on_progress: Callable[[str], None] | None, message: str) -> None:
         on_progress(message)
 
 
-def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:

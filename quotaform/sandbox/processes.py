@@ -12,11 +12,25 @@ from pathlib import Path
 
 from quotaform.errors import SandboxError
 
-__all__ = ["CHILDREN", "check_name", "cmdline", "is_alive", "port_open", "tail_text"]
+__all__ = [
+    "CHILDREN",
+    "KILL_WAIT_S",
+    "LOG_TAIL_LINES",
+    "check_name",
+    "cmdline",
+    "is_alive",
+    "port_open",
+    "tail_text",
+]
 
 #: Children started by this process, by pid: polled instead of signalled,
 #: and reaped, so a dead child is never mistaken for a live zombie.
 CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+#: Lines of a log quoted when a sandbox process fails.
+LOG_TAIL_LINES = 30
+#: Seconds a process gets to exit after SIGTERM before SIGKILL.
+KILL_WAIT_S = 5.0
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

@@ -38,6 +38,8 @@ from quotaform.errors import SandboxError
 from quotaform.sandbox.jars import cache_root, find_java
 from quotaform.sandbox.processes import (
     CHILDREN,
+    KILL_WAIT_S,
+    LOG_TAIL_LINES,
     check_name,
     cmdline,
     is_alive,
@@ -77,9 +79,7 @@ _UNINHERITED = (
 )
 _REGISTERED = "Successfully registered with master"
 _MASTER_UP = re.compile(r"Starting Spark master at spark://")
-_LOG_TAIL_LINES = 30
 _POLL_S = 0.2
-_KILL_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,7 +429,7 @@ def _wait_for(ready: Any, pgid: int, log_path: Path, deadline: float, what: str)
 
 
 def _terminate_group(pgid: int, timeout_s: float) -> None:
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, _KILL_WAIT_S)):
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
         if _wait_group_exit(pgid, wait_s):
@@ -447,7 +447,7 @@ def _signal_group_if_ours(pgid: int, workdir: str) -> None:
         return
     members = [pid for pid in _group_members(pgid) if workdir in (cmdline(pid) or "")]
     if members:
-        _terminate_group(pgid, _KILL_WAIT_S)
+        _terminate_group(pgid, KILL_WAIT_S)
     _reap(pgid)
 
 
@@ -509,4 +509,4 @@ def _read(path: Path) -> str:
 
 
 def _tail(path: Path) -> str:
-    return tail_text(_read(path), _LOG_TAIL_LINES)
+    return tail_text(_read(path), LOG_TAIL_LINES)
