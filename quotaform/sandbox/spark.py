@@ -177,12 +177,7 @@ def start_cluster(
             not get ready in time (the message carries its log's tail).
             Whatever started is stopped again.
     """
-    check_name(name, "Spark sandbox")
-    states = state_dir or spark_state_dir()
-    stop_spark(name, state_dir=states)
-    home = spark_home()
-    java = find_java()
-    workdir = Path(tempfile.mkdtemp(prefix=f"quotaform-spark-{name}-"))
+    states, home, java, workdir = _fresh(name, state_dir)
     env = _environment(home, java, workdir, extra={"SPARK_DAEMON_MEMORY": daemon_memory})
     deadline = time.monotonic() + timeout_s
     pgids: list[int] = []
@@ -266,12 +261,7 @@ def start_connect_server(
             not listen in time (the message carries its log's tail). A
             half-started server is stopped again.
     """
-    check_name(name, "Spark sandbox")
-    states = state_dir or spark_state_dir()
-    stop_spark(name, state_dir=states)
-    home = spark_home()
-    java = find_java()
-    workdir = Path(tempfile.mkdtemp(prefix=f"quotaform-spark-{name}-"))
+    states, home, java, workdir = _fresh(name, state_dir)
     extra = {} if token is None else {"SPARK_CONNECT_AUTHENTICATE_TOKEN": token}
     env = _environment(home, java, workdir, extra=extra)
     port = _free_port()
@@ -372,6 +362,22 @@ def stop_orphans(prefix: str, *, state_dir: Path | None = None) -> list[str]:
 
 
 # -- processes ----------------------------------------------------------------
+
+
+def _fresh(name: str, state_dir: Path | None) -> tuple[Path, Path, str, Path]:
+    """Checks and a clean slate before a start: the name checked, a running
+    sandbox of that name stopped; returns (state dir, SPARK_HOME, the java
+    executable, a new work directory).
+
+    Raises:
+        SandboxError: a bad name, no full pyspark, no Java 17+.
+    """
+    check_name(name, "Spark sandbox")
+    states = state_dir or spark_state_dir()
+    stop_spark(name, state_dir=states)
+    home = spark_home()
+    java = find_java()
+    return states, home, java, Path(tempfile.mkdtemp(prefix=f"quotaform-spark-{name}-"))
 
 
 def _environment(
