@@ -33,7 +33,13 @@ from quotaform.analytics.model import (
 )
 from quotaform.analytics.paths import DataPath, child, is_uri
 from quotaform.analytics.remote import redact_remote
-from quotaform.analytics.usage import LabelMap, Rejections, UsageFormat, usage_files
+from quotaform.analytics.usage import (
+    LabelMap,
+    Rejections,
+    UsageFormat,
+    usage_files,
+    usage_problem,
+)
 from quotaform.errors import AnalyticsError
 
 __all__ = [
@@ -323,6 +329,17 @@ def run_analysis(
         raise failure from exc
 
 
+def _refuse_unusable(rows: int, rejected: Rejections, labels: LabelMap) -> None:
+    """Raise :func:`~quotaform.analytics.usage.usage_problem`'s reason, if any.
+
+    Raises:
+        AnalyticsError: nothing usable, or quota series that cannot be read.
+    """
+    problem = usage_problem(rows, rejected, labels)
+    if problem is not None:
+        raise AnalyticsError(problem)
+
+
 def _run_python(
     request: AnalyzeRequest,
     configs: Mapping[str, QuotaConfig],
@@ -348,6 +365,7 @@ def _run_python(
         until=request.until,
     )
     times["read"] = time.perf_counter() - start
+    _refuse_unusable(usage.rows, rejected, request.labels)
     say(f"read {usage.rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
     util = aggregate.utilisation(usage, {c: cfg.index for c, cfg in configs.items()})
@@ -489,6 +507,7 @@ def _run_spark(
             f"{', '.join(sorted(configs))}): {rejected.examples[0] if rejected.examples else ''}"
         )
     times["read"] = time.perf_counter() - start
+    _refuse_unusable(usage_rows, rejected, request.labels)
     say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
     config = job.config_frame(spark, list(configs.values())).cache()

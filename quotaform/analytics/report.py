@@ -95,6 +95,9 @@ def summary_of(request: AnalyzeRequest, result: AnalyzeResult) -> AnalyzeSummary
                 by_reason=dict(result.rejected.by_reason),
                 examples=list(result.rejected.examples),
                 skipped=dict(result.rejected.skipped),
+                duplicates=result.rejected.duplicates,
+                matched=dict(result.rejected.matched),
+                notes=dict(result.rejected.notes),
             ),
             "configurations": [f"{c.cluster}: {c.source}" for c in request.configs],
             "counts": result.extra,
@@ -190,6 +193,15 @@ def _markdown(request: AnalyzeRequest, result: AnalyzeResult) -> str:
     if result.rejected.count:
         lines += [f"**{result.rejected.count:,} usage rows rejected** (never used):", ""]
         lines += [f"- {md(example)}" for example in result.rejected.examples]
+        lines.append("")
+    if result.rejected.duplicates:
+        lines += [
+            f"{result.rejected.duplicates:,} usage rows repeated a (series, time) already "
+            "read and were counted once.",
+            "",
+        ]
+    if result.rejected.notes:
+        lines += [f"- Note: {md(note)} ({n:,} series)" for note, n in result.rejected.notes.items()]
         lines.append("")
     return "\n".join(lines)
 

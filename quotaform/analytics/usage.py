@@ -32,10 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from quotaform.analytics.exporters import OLD_RULES_NOTE, decode_series
 from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
-from quotaform.kafka.metrics import ISO_TIMESTAMP, jmx_unquote, parse_object_name
+from quotaform.kafka.metrics import ISO_TIMESTAMP, parse_object_name
 
 __all__ = [
     "EXAMPLES_KEPT",
@@ -47,12 +48,15 @@ __all__ = [
     "generic_records",
     "jmx_metric",
     "jmxtool_rows",
+    "one_per_series_time",
+    "json_line_kind",
     "parse_timestamp",
     "parse_value",
     "prometheus_rows",
     "read_usage",
     "usage_clusters",
     "usage_files",
+    "usage_problem",
     "write_jsonl",
 ]
 
@@ -71,12 +75,31 @@ class UsageFormat(enum.StrEnum):
 
 @dataclass
 class Rejections:
-    """Rows that could not be used: counted by reason, the first named."""
+    """Rows that could not be used: counted by reason, the first named; and
+    what else the reading found.
+
+    Attributes:
+        count, by_reason, examples: rejected rows (``examples``: the first
+            :data:`EXAMPLES_KEPT`, ``file:row: reason``).
+        skipped: series that are not quota usage (``queue-size``, a
+            listener's connection rate), by reason.
+        unusable: series that are quota usage but cannot be read (tags
+            folded into the name, no ``__name__``), by reason: the analysis
+            refuses to run on a partial picture.
+        matched: series read, by ``name -> metric (convention)``.
+        notes: what was assumed or is worth knowing (a cluster assumed,
+            old exporter rules), by text; counts are series.
+        duplicates: rows of a (series, timestamp) already read, counted once.
+    """
 
     count: int = 0
     by_reason: Counter[str] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    unusable: Counter[str] = field(default_factory=Counter)
+    matched: Counter[str] = field(default_factory=Counter)
+    notes: Counter[str] = field(default_factory=Counter)
+    duplicates: int = 0
 
     def reject(self, where: str, reason: str) -> None:
         """Count one rejected row (``where``: ``file:row``)."""
@@ -90,24 +113,35 @@ class Rejections:
         self.count += other.count
         self.by_reason.update(other.by_reason)
         self.skipped.update(other.skipped)
+        self.unusable.update(other.unusable)
+        self.matched.update(other.matched)
+        self.notes.update(other.notes)
+        self.duplicates += other.duplicates
         room = EXAMPLES_KEPT - len(self.examples)
         self.examples += other.examples[: max(room, 0)]
 
 
 @dataclass(frozen=True, slots=True)
 class LabelMap:
-    """Which Prometheus labels name the cluster and the broker.
+    """How Prometheus series map to usage rows.
 
     Attributes:
         cluster: the label holding the cluster's name (default ``cluster``).
         broker: the label holding the broker (default ``instance``).
-        default_cluster: the cluster of series without the cluster label;
-            ``None``: such series are rejected.
+        default_cluster: the cluster of series without the cluster label
+            (``--default-cluster``); ``None``: ``assumed_cluster``, else such
+            series are rejected.
+        assumed_cluster: the one configured cluster, taken for series
+            without the cluster label when ``default_cluster`` is not given
+            (said in :attr:`Rejections.notes`).
+        metric: ``--metric``: the usage metric of series without ``__name__``.
     """
 
     cluster: str = "cluster"
     broker: str = "instance"
     default_cluster: str | None = None
+    assumed_cluster: str | None = None
+    metric: str | None = None
 
 
 # ----------------------------------------------------------------- checking
@@ -193,15 +227,73 @@ def check_row(record: Mapping[str, Any]) -> UsageRow | str:
     )
 
 
+# ----------------------------------------------------------------- nothing usable
+
+
+def _most(counter: Counter[str], shown: int = 3) -> str:
+    items = counter.most_common(shown)
+    more = len(counter) - len(items)
+    text = "; ".join(f"{reason} ({count:,} series)" for reason, count in items)
+    return text + (f"; and {more} more" if more > 0 else "")
+
+
+def usage_problem(rows: int, rejected: Rejections, labels: LabelMap) -> str | None:
+    """Why an analysis must not run on what was read (the one ``Error:``
+    line, saying what was seen and what to do), ``None`` when it may.
+
+    It may not when series hold quota usage that cannot be read (the
+    picture would be partial: :attr:`Rejections.unusable`), or when no row
+    is usable: no cluster label and no ``--default-cluster``, no quota
+    series at all (exporter rules that export none), every row rejected.
+
+    Args:
+        rows: usable usage rows (configured clusters, in the time range).
+        rejected: what the reading counted.
+        labels: the label mapping used (named in the advice).
+    """
+    from quotaform.analytics.exporters import KRAFT_RULES, STRIMZI_RULES
+
+    if rejected.unusable:
+        return f"usage series hold quota metrics quotaform cannot read: {_most(rejected.unusable)}"
+    if rows:
+        return None
+    if rejected.by_reason.get("cluster") and not labels.default_cluster:
+        return (
+            f"no usable usage row: {rejected.by_reason['cluster']:,} row(s) have no "
+            f"{labels.cluster!r} label (or name an unconfigured cluster): give "
+            "--default-cluster NAME for series without it, or --cluster-label LABEL"
+        )
+    if rejected.count:
+        reasons = ", ".join(f"{k}: {v:,}" for k, v in rejected.by_reason.most_common())
+        first = rejected.examples[0] if rejected.examples else ""
+        return f"no usable usage row: {rejected.count:,} rejected ({reasons}); first: {first}"
+    if not rejected.matched:
+        seen = (
+            f"only other series ({_most(rejected.skipped)})"
+            if rejected.skipped
+            else "no series at all"
+        )
+        return (
+            f"no quota usage series in the usage: {seen}. The exporter rules export no "
+            "client-quota metrics (Strimzi's kafka-metrics.yaml exports none): add "
+            f"{STRIMZI_RULES} (Strimzi) or {KRAFT_RULES} (jmx_exporter) to the exporter's rules"
+        )
+    return "no usable usage row in the time range (--since / --until)"
+
+
 # ----------------------------------------------------------------- files
 
 
-def usage_files(paths: Sequence[Path]) -> list[Path]:
+def usage_files(paths: Sequence[Path], skipped: Rejections | None = None) -> list[Path]:
     """Files to read: given files, and the data files in given directories
-    (sorted; Parquet, CSV, JSON Lines and JSON).
+    (sorted; Parquet, CSV, JSON Lines and JSON). A ``*.json`` file in a
+    directory is read only when it is a Prometheus ``query_range`` answer
+    or JSON Lines (:func:`detect_format`); others are left out, counted in
+    ``skipped`` when given.
 
     Raises:
-        AnalyticsError: a path does not exist, or a directory holds no data file.
+        AnalyticsError: a path does not exist, a directory holds no data file,
+            or a ``*.json`` file named is neither of those.
     """
     found: list[Path] = []
     for path in paths:
@@ -213,21 +305,77 @@ def usage_files(paths: Sequence[Path]) -> list[Path]:
                 and p.suffix in (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
                 and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
             )
-            if not members:
+            kept = [p for p in members if p.suffix != ".json" or _json_kind(p) is not None]
+            if skipped is not None:
+                for other in sorted(set(members) - set(kept)):
+                    skipped.skipped[
+                        f"{other}: neither a Prometheus query_range answer nor JSON Lines"
+                    ] += 1
+            if not kept:
                 raise AnalyticsError(f"{path}: no usage files (*.parquet, *.csv, *.jsonl, *.json)")
-            found += members
+            found += kept
         elif path.is_file():
+            if path.suffix == ".json" and _json_kind(path) is None:
+                raise AnalyticsError(
+                    f'{path}: neither a Prometheus query_range answer ({{"status": ..., '
+                    '"data": {"resultType": "matrix", ...}}) nor JSON Lines usage rows'
+                )
             found.append(path)
         else:
             raise AnalyticsError(f"{path}: no such file or directory")
     return found
 
 
+#: Bytes of a ``*.json`` file read to tell its kind.
+_SNIFF_BYTES = 64 * 1024
+
+
+_PROMETHEUS_HEAD = re.compile(r'^\s*\{\s*"(status|data)"\s*:')
+
+
+def json_line_kind(line: str) -> UsageFormat | None:
+    """What the first line of a ``*.json`` file says it is: ``prometheus``
+    for a ``query_range`` answer (a JSON object opening with ``status`` or
+    ``data``), ``generic`` for JSON Lines (one object holding usage
+    columns), ``None`` for anything else (other JSON, or too little to tell)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return UsageFormat.prometheus if _PROMETHEUS_HEAD.match(line) else None
+    if isinstance(record, dict):
+        if "data" in record or "status" in record:
+            return UsageFormat.prometheus
+        return UsageFormat.generic if set(record) & set(USAGE_COLUMNS) else None
+    return None
+
+
+def _json_kind(path: Path) -> UsageFormat | None:
+    """:func:`json_line_kind` of a local file; a document whose first line
+    says too little (pretty-printed) is told by its first key."""
+    import ijson
+
+    with path.open("rb") as fh:
+        head = fh.read(_SNIFF_BYTES)
+    first = head.lstrip(b"\xef\xbb\xbf \t\r\n").split(b"\n", 1)[0]
+    kind = json_line_kind(first.decode("utf-8", errors="replace"))
+    if kind is not None or not first.startswith(b"{"):
+        return kind
+    try:
+        with path.open("rb") as fh:
+            for prefix, event, value in ijson.parse(fh):
+                if prefix == "" and event == "map_key":
+                    return UsageFormat.prometheus if value in ("status", "data") else None
+    except ijson.JSONError:
+        return None
+    return None
+
+
 def detect_format(path: Path) -> UsageFormat:
     """``prometheus`` for a ``query_range`` JSON document, ``jmxtool`` for a
-    CSV whose header starts with ``"time"``, else ``generic``."""
+    CSV whose header starts with ``"time"``, else ``generic`` (a ``*.json``
+    file of JSON Lines included)."""
     if path.suffix == ".json":
-        return UsageFormat.prometheus
+        return _json_kind(path) or UsageFormat.generic
     if path.suffix == ".csv":
         with path.open(encoding="utf-8", errors="replace") as fh:
             if fh.readline().startswith('"time"'):
@@ -297,7 +445,7 @@ def read_usage(
     """
     rows: list[UsageRow] = []
     rejected = Rejections()
-    for path in usage_files(paths):
+    for path in usage_files(paths, rejected):
         kind = detect_format(path) if fmt is UsageFormat.auto else fmt
         if kind is UsageFormat.prometheus:
             records: Iterable[tuple[str, Mapping[str, Any] | str]] = prometheus_rows(
@@ -314,6 +462,29 @@ def read_usage(
             else:
                 rows.append(checked)
     return rows, rejected
+
+
+def _rank(value: float) -> float:
+    return -math.inf if math.isnan(value) else value
+
+
+def one_per_series_time(rows: Sequence[UsageRow]) -> list[UsageRow]:
+    """``rows`` with one row per (series, timestamp): where a pair repeats
+    (the same series in two files, overlapping exports) the largest value
+    is kept (NaN only when every value is NaN), in the order first read.
+    The usage table has one row per series and time
+    (``schemas/usage.schema.json``); both engines keep the same row."""
+    kept: dict[tuple[Any, ...], int] = {}
+    out: list[UsageRow] = []
+    for row in rows:
+        key = (row.cluster, row.broker, row.timestamp, row.metric, row.user, row.client_id, row.ip)
+        at = kept.get(key)
+        if at is None:
+            kept[key] = len(out)
+            out.append(row)
+        elif _rank(row.value) > _rank(out[at].value):
+            out[at] = row
+    return out
 
 
 def usage_clusters(
@@ -370,36 +541,22 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], out: IO[str]) -> int:
 # ----------------------------------------------------------------- Prometheus
 
 
-def _prometheus_names() -> dict[str, str]:
-    """Exporter metric name (and ``resource`` for the ``quota_`` form) -> usage metric."""
-    names: dict[str, str] = {}
-    for spec in QUOTA_KEYS.values():
-        sensor = spec.sensor.lower().replace("-", "_")
-        for attribute, metric in (
-            (spec.metric, spec.usage_metric),
-            ("throttle-time", spec.throttle_metric),
-        ):
-            if metric is None:
-                continue
-            attr = attribute.replace("-", "_")
-            names[f"kafka_server_{sensor}_{attr}"] = metric
-            names[f"kafka_server_quota_{attr}|{spec.sensor}"] = metric
-    return names
-
-
-_PROMETHEUS = _prometheus_names()
-
-
 def prometheus_rows(
-    path: Path, labels: LabelMap, skipped: Rejections
+    path: Path, labels: LabelMap, skipped: Rejections, *, label: str | None = None
 ) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
-    """Generic records of a ``query_range`` export, streamed series by series.
+    """Generic records of a ``query_range`` export, streamed series by series
+    (each series decoded by :func:`quotaform.analytics.exporters.decode_series`;
+    what is skipped, unusable, matched or assumed counted in ``skipped``).
+
+    Args:
+        label: how rows are named in messages (default: the path).
 
     Raises:
         AnalyticsError: not a ``query_range`` matrix document.
     """
     import ijson
 
+    name = label or str(path)
     with path.open("rb") as fh:
         try:
             status = None
@@ -408,41 +565,45 @@ def prometheus_rows(
                     status = value
                     break
                 if prefix == "data.resultType" and value != "matrix":
-                    raise AnalyticsError(f"{path}: data.resultType is {value!r}, expected matrix")
+                    raise AnalyticsError(f"{name}: data.resultType is {value!r}, expected matrix")
             if status not in (None, "success"):
-                raise AnalyticsError(f"{path}: status is {status!r}, expected success")
+                raise AnalyticsError(f"{name}: status is {status!r}, expected success")
             fh.seek(0)
             for number, series in enumerate(ijson.items(fh, "data.result.item"), 1):
-                yield from _series_records(path, number, series, labels, skipped)
+                yield from _series_records(f"{name}: series {number}", series, labels, skipped)
         except ijson.JSONError as exc:
-            raise AnalyticsError(f"{path}: not a Prometheus query_range document: {exc}") from None
+            raise AnalyticsError(f"{name}: not a Prometheus query_range document: {exc}") from None
 
 
 def _series_records(
-    path: Path, number: int, series: Any, labels: LabelMap, skipped: Rejections
+    where: str, series: Any, labels: LabelMap, skipped: Rejections
 ) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
-    where = f"{path}: series {number}"
     if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
         yield where, "series: expected {metric, values}"
         return
     tags = series["metric"]
-    name = str(tags.get("__name__", ""))
-    metric = _PROMETHEUS.get(name) or _PROMETHEUS.get(f"{name}|{tags.get('resource', '')}")
-    if metric is None:
-        skipped.skipped[f"not a quota usage metric: {name}"] += 1
+    meaning = decode_series(tags, metric=labels.metric)
+    name = str(tags.get("__name__", "")) or "(no __name__)"
+    if meaning.metric is None:
+        (skipped.unusable if meaning.unusable else skipped.skipped)[meaning.reason] += 1
         return
+    skipped.matched[f"{name} -> {meaning.metric} ({meaning.convention})"] += 1
+    if meaning.convention == "quota-folded":
+        skipped.notes[OLD_RULES_NOTE] += 1
     cluster = tags.get(labels.cluster) or labels.default_cluster
-    broker = tags.get(labels.broker)
-    user = jmx_unquote(str(tags.get("user", "")))
-    client = jmx_unquote(str(tags.get("client_id", tags.get("clientId", ""))))
-    ip = tags.get("ip")
+    if not cluster and labels.assumed_cluster:
+        cluster = labels.assumed_cluster
+        skipped.notes[
+            f"series without a {labels.cluster!r} label: assumed the one configured cluster "
+            f"{cluster!r} (--default-cluster NAME says so)"
+        ] += 1
     base = {
         "cluster": cluster,
-        "broker": broker,
-        "metric": metric,
-        "user": user,
-        "client_id": client,
-        "ip": jmx_unquote(str(ip)) if ip else None,
+        "broker": tags.get(labels.broker),
+        "metric": meaning.metric,
+        "user": meaning.user,
+        "client_id": meaning.client_id,
+        "ip": meaning.ip,
     }
     values = series.get("values")
     if not isinstance(values, list):

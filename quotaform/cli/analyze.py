@@ -284,6 +284,16 @@ def _run(
             style="yellow",
             prefix="Warning: ",
         )
+    for note, count in result.rejected.notes.items():
+        say(err, f"{note} ({count:,} series)", style="dim", prefix="Note: ")
+    if result.rejected.duplicates:
+        say(
+            err,
+            f"{result.rejected.duplicates:,} usage row(s) repeated a (series, time) already "
+            "read: counted once",
+            style="dim",
+            prefix="Note: ",
+        )
     console = make_console()
     say(console, f"{request.command.value}: {result.rows:,} rows -> {result.table}")
     say(console, f"reports: {paths['markdown']}, {paths['html']}, {paths['summary']}")

@@ -32,6 +32,20 @@ class RejectedDoc(BaseModel):
     skipped: dict[str, int] = Field(
         description="Series that are not quota usage (queue-size, tokens...), by name."
     )
+    duplicates: int = Field(
+        default=0,
+        description="Rows of a (series, timestamp) already read (the same series in two "
+        "files), counted once.",
+    )
+    matched: dict[str, int] = Field(
+        default_factory=dict,
+        description="Series read, by 'exporter name -> usage metric (naming convention)'.",
+    )
+    notes: dict[str, int] = Field(
+        default_factory=dict,
+        description="What was assumed or is worth knowing (a cluster assumed for series "
+        "without the cluster label, old exporter rules), with the series counts.",
+    )
 
 
 class AnalyzeSummary(BaseModel):

@@ -32,7 +32,7 @@ from quotaform.analytics.local import aggregate, reader
 from quotaform.analytics.local.checks import METRIC_CODES
 from quotaform.analytics.local.reader import CodedUsage, read_coded_usage
 from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
-from quotaform.analytics.usage import Rejections, read_usage
+from quotaform.analytics.usage import Rejections, one_per_series_time, read_usage
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.keys import QUOTA_KEYS
@@ -76,7 +76,9 @@ def old_read(
                 f"cluster: no quota configuration for cluster {r.cluster!r} "
                 f"(configured: {', '.join(sorted(clusters))})",
             )
-    return kept, rejected
+    unique = one_per_series_time(kept)
+    rejected.duplicates += len(kept) - len(unique)
+    return unique, rejected
 
 
 def decoded(usage: CodedUsage) -> list[tuple[Any, ...]]:
@@ -116,10 +118,11 @@ def assert_same_reading(
     rows, old = old_read(paths, clusters, **options)
     usage, new = read_coded_usage(paths, clusters=clusters, **options)
     assert decoded(usage) == as_tuples(rows)
-    assert (new.count, dict(new.by_reason), dict(new.skipped)) == (
+    assert (new.count, dict(new.by_reason), dict(new.skipped), new.duplicates) == (
         old.count,
         dict(old.by_reason),
         dict(old.skipped),
+        old.duplicates,
     )
     assert new.examples == old.examples
     return usage
@@ -300,7 +303,8 @@ def test_the_rejected_rows_are_counted_and_named_in_the_old_words(tmp_path: Path
     path = tmp_path / "bad.csv"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     usage, rejected = read_coded_usage([path], clusters=["c"])
-    assert usage.rows == 2
+    assert usage.rows == 1  # the first and the last row are one (series, time)
+    assert rejected.duplicates == 1
     assert rejected.count == 10
     assert dict(rejected.by_reason) == {
         "cluster": 2,
@@ -492,23 +496,29 @@ def test_analyze_on_the_local_engine_writes_what_the_python_engine_computed(
     assert set(first.points) <= set(points)
 
 
-def test_a_usage_file_without_one_usable_row_makes_an_empty_table(tmp_path: Path) -> None:
+def test_a_usage_file_without_one_usable_row_is_an_error_not_an_empty_table(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(
         ",".join(USAGE_COLUMNS) + "\nprod-eu,1,yesterday,produce-byte-rate,x,,,1\n",
         encoding="utf-8",
     )
-    result = run_analysis(
-        AnalyzeRequest(
-            command=Command.utilisation,
-            configs=read_snapshot(FIXTURES / "snapshot.jsonl"),
-            usage=[path],
-            out=tmp_path / "out",
-            engine=Engine.python,
+    with pytest.raises(AnalyticsError) as caught:
+        run_analysis(
+            AnalyzeRequest(
+                command=Command.utilisation,
+                configs=read_snapshot(FIXTURES / "snapshot.jsonl"),
+                usage=[path],
+                out=tmp_path / "out",
+                engine=Engine.python,
+            )
         )
+    assert str(caught.value) == (
+        "no usable usage row: 1 rejected (timestamp: 1); first: "
+        f"{path}:2: timestamp: 'yesterday' is not an ISO-8601 time"
     )
-    assert (result.rows, result.usage_rows, result.rejected.count) == (0, 0, 1)
-    assert pq.read_table(result.table).num_rows == 0 and result.series == []
+    assert not (tmp_path / "out" / "utilisation.parquet").exists()
 
 
 def test_auto_stays_local_below_a_gibibyte_of_parquet(tmp_path: Path) -> None:

@@ -328,16 +328,40 @@ class _Builder:
                 )
         key, widths = self._final_keys()
         self.keys = []
+        timestamp = _joined(self.times, np.int64)
+        value = _joined(self.values, np.float64)
+        kept = _one_of_each(key, timestamp, value)
+        if kept is not None:
+            rejected.duplicates += len(key) - len(kept)
+            key, timestamp, value = key[kept], timestamp[kept], value[kept]
         usage = CodedUsage(
             key=key,
-            timestamp=_joined(self.times, np.int64),
-            value=_joined(self.values, np.float64),
+            timestamp=timestamp,
+            value=value,
             names={name: names.values for name, names in self.names.items()},
             widths=widths,
             pairs=(self.principals, self.whos, self.places),
         )
         self.keys, self.times, self.values = [], [], []
         return usage
+
+
+def _one_of_each(key: np.ndarray, timestamp: np.ndarray, value: np.ndarray) -> np.ndarray | None:
+    """The rows to keep when a (series, timestamp) comes more than once (the
+    same series in two files, overlapping exports): one per pair, the one
+    with the largest value (NaN only when every value is NaN), as the Spark
+    engine keeps it; ``None`` when every pair is unique. The usage table
+    has one row per series and time (``schemas/usage.schema.json``)."""
+    if len(key) < 2:
+        return None
+    ranked = np.where(np.isnan(value), -np.inf, value)
+    order = np.lexsort((ranked, timestamp, key))
+    k, t = key[order], timestamp[order]
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])
+    if last.all():
+        return None
+    return np.sort(order[last])
 
 
 def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
@@ -540,7 +564,7 @@ def read_coded_usage(
     """
     builder = _Builder(clusters, since, until)
     rejected = Rejections()
-    for path in usage_files(paths):
+    for path in usage_files(paths, rejected):
         kind = detect_format(path) if fmt is UsageFormat.auto else fmt
         if kind is UsageFormat.prometheus:
             records = prometheus_rows(path, labels or LabelMap(), rejected)

@@ -47,6 +47,7 @@ from quotaform.analytics.usage import (
     UsageFormat,
     detect_format,
     jmxtool_rows,
+    json_line_kind,
     prometheus_rows,
     usage_files,
 )
@@ -394,11 +395,11 @@ def _checked(frame: DataFrame, where: Any, known: Sequence[str] | None = None) -
         )
         .when(
             text["metric"].isin(ip_metrics) & ip.isNull(),
-            F.lit("ip: a connection metric needs the ip tag"),
+            F.concat(F.lit("ip: "), text["metric"], F.lit(" needs the ip tag")),
         )
         .when(
             ~text["metric"].isin(ip_metrics) & ip.isNotNull(),
-            F.lit("ip: only connection metrics carry an ip"),
+            F.concat(F.lit("ip: only connection metrics carry an ip, not "), text["metric"]),
         )
     )
     if known is not None:
@@ -438,19 +439,40 @@ _DATA_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
 
 
 def _usage_inputs(
-    spark: SparkSession, paths: Sequence[DataPath], fmt: UsageFormat
+    spark: SparkSession, paths: Sequence[DataPath], fmt: UsageFormat, skipped: Rejections
 ) -> list[tuple[DataPath, UsageFormat, bool]]:
     """Each usage file as (where, layout, local?): local paths listed with
     :func:`usage_files`, URIs listed by Spark (``binaryFile``, content not
-    read), in the order given."""
+    read), in the order given. A ``*.json`` file that is neither a
+    ``query_range`` answer nor JSON Lines is left out of a directory (counted
+    in ``skipped``) and refused when named.
+
+    Raises:
+        AnalyticsError: as :func:`usage_files`, for URIs too.
+    """
     found: list[tuple[DataPath, UsageFormat, bool]] = []
     for given in paths:
         if isinstance(given, Path):
-            for path in usage_files([given]):
+            for path in usage_files([given], skipped):
                 found.append((path, detect_format(path) if fmt is UsageFormat.auto else fmt, True))
             continue
-        for uri in _listed(spark, given):
-            found.append((uri, _uri_format(spark, uri) if fmt is UsageFormat.auto else fmt, False))
+        listed = _listed(spark, given)
+        for uri in listed:
+            kind = _uri_format(spark, uri)
+            if kind is None:
+                if listed == [given]:
+                    raise AnalyticsError(
+                        f"{uri}: neither a Prometheus query_range answer nor JSON Lines usage rows"
+                    )
+                skipped.skipped[
+                    f"{uri}: neither a Prometheus query_range answer nor JSON Lines"
+                ] += 1
+                continue
+            found.append((uri, kind if fmt is UsageFormat.auto else fmt, False))
+    if not found:
+        raise AnalyticsError(
+            f"{', '.join(map(str, paths))}: no usage files (*.parquet, *.csv, *.jsonl, *.json)"
+        )
     return found
 
 
@@ -478,10 +500,12 @@ def _listed(spark: SparkSession, uri: str) -> list[str]:
     return files
 
 
-def _uri_format(spark: SparkSession, uri: str) -> UsageFormat:
-    """:func:`detect_format` for a URI: its first line read through Spark."""
+def _uri_format(spark: SparkSession, uri: str) -> UsageFormat | None:
+    """:func:`detect_format` for a URI: its first line read through Spark
+    (``None``: a ``*.json`` file that is not usage, :func:`json_line_kind`)."""
     if uri.endswith(".json"):
-        return UsageFormat.prometheus
+        head = spark.read.text(uri).limit(5).collect()
+        return json_line_kind("\n".join(str(r["value"]) for r in head))
     if uri.endswith(".csv"):
         first = spark.read.text(uri).first()
         if first is not None and str(first["value"]).startswith('"time"'):
@@ -588,7 +612,7 @@ def read_usage_counted(
     bad: list[DataFrame] = []
     generic: dict[str, list[str]] = {"parquet": [], "csv": [], "json": []}
     parsed: list[pa.RecordBatch] = []
-    for where, kind, local in _usage_inputs(spark, paths, fmt):
+    for where, kind, local in _usage_inputs(spark, paths, fmt, rejected):
         if kind in (UsageFormat.prometheus, UsageFormat.jmxtool):
             with _local_copy(spark, where, local) as path:
                 records = (
@@ -687,8 +711,33 @@ def read_usage_counted(
         for row in part.limit(EXAMPLES_KEPT).collect():
             if len(rejected.examples) < EXAMPLES_KEPT:
                 rejected.examples.append(f"{row['_where']}: {row['_reason']}")
-    usage = checked.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS)
-    return in_range(usage, since, until), rejected, usable
+    usage = in_range(checked.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS), since, until)
+    usage, duplicates = _one_of_each(usage)
+    rejected.duplicates += duplicates
+    return usage, rejected, usable - duplicates
+
+
+#: What identifies a usage row: one row per series and time (``schemas/usage.schema.json``).
+_ROW_KEY = tuple(c for c in USAGE_COLUMNS if c != "value")
+
+
+def _one_of_each(usage: DataFrame) -> tuple[DataFrame, int]:
+    """One row per (series, timestamp), and how many rows repeated one: the
+    largest value is kept (NaN only when every value is NaN), as the local
+    engine keeps it."""
+    repeated = (
+        usage.groupBy(*_ROW_KEY)
+        .count()
+        .where(F.col("count") > 1)
+        .agg(F.sum(F.col("count") - 1).alias("extra"))
+        .first()
+    )
+    extra = int(repeated["extra"] or 0) if repeated is not None else 0
+    if not extra:
+        return usage, 0
+    number = F.when(~F.isnan("value"), F.col("value"))
+    kept = usage.groupBy(*_ROW_KEY).agg(F.coalesce(F.max(number), F.first("value")).alias("value"))
+    return kept.select(*USAGE_COLUMNS), extra
 
 
 def write_table(frame: DataFrame, path: DataPath) -> None:
