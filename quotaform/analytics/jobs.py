@@ -375,11 +375,7 @@ def _run_python(
         top = util.table.take(order[:TOP_ROWS]).to_pylist()
         times["compute"] = time.perf_counter() - start
         start = time.perf_counter()
-        if path.is_dir():
-            shutil.rmtree(path)
-        import pyarrow.parquet as pq
-
-        pq.write_table(util.table, path)
+        write_parquet_dataset(util.table, path)
         times["write"] = time.perf_counter() - start
         rows = util.table.num_rows
         summarised: Sequence[Mapping[str, Any]] = util.table.select(
@@ -419,15 +415,33 @@ def _run_python(
 
 def _write_arrow(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: Path) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from quotaform.analytics.local.aggregate import arrow_schema
 
     schema = arrow_schema(columns)
     table = pa.Table.from_pylist([{c: r[c] for c in columns} for r in rows], schema=schema)
+    write_parquet_dataset(table, path)
+
+
+#: The one part file of a table the local engine writes.
+PART_FILE = "part-00000.parquet"
+
+
+def write_parquet_dataset(table: Any, path: Path) -> None:
+    """Write an Arrow table as Spark lays a table out: ``path`` is a
+    directory holding ``part-00000.parquet`` and an empty ``_SUCCESS``
+    marker, replacing what is there, so both engines' tables are read the
+    same way (``spark.read.parquet``, ``pyarrow.parquet.read_table``,
+    pandas, DuckDB's ``path/*.parquet``)."""
+    import pyarrow.parquet as pq
+
     if path.is_dir():
         shutil.rmtree(path)
-    pq.write_table(table, path)
+    elif path.exists():
+        path.unlink()
+    path.mkdir(parents=True)
+    pq.write_table(table, path / PART_FILE)
+    (path / "_SUCCESS").touch()
 
 
 def _summarise(command: Command, rows: Sequence[Mapping[str, Any]], result: AnalyzeResult) -> None:
@@ -585,7 +599,7 @@ def table_rows(request: AnalyzeRequest, result: AnalyzeResult) -> list[dict[str,
     if isinstance(result.table, Path):
         import pyarrow.parquet as pq
 
-        # A file (Python engine) or Spark's directory of parts: pyarrow reads both.
+        # A directory of parts, from either engine (write_parquet_dataset).
         return pq.read_table(result.table).to_pylist()
     from quotaform.analytics.spark import job
 

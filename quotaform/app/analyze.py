@@ -12,12 +12,15 @@ one :class:`AnalyzeRun`.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from quotaform.analytics.configs import QuotaConfig, read_snapshot, snapshot_lines
+from quotaform.analytics.exporters import metric_of_name
 from quotaform.analytics.jobs import (
     AnalyzeRequest,
     AnalyzeResult,
@@ -28,12 +31,20 @@ from quotaform.analytics.jobs import (
 )
 from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
 from quotaform.analytics.paths import DataPath
+from quotaform.analytics.prometheus_api import (
+    DEFAULT_RANGE,
+    PrometheusQuery,
+    default_step,
+    fetch_usage,
+    load_auth,
+)
 from quotaform.analytics.usage import LabelMap, UsageFormat, usage_clusters
 from quotaform.app.common import ConnectionOptions, View, target
 from quotaform.cluster.connect import connect
 from quotaform.cluster.read import describe_matching
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.entity import Entity
+from quotaform.kafka.keys import METRICS
 from quotaform.manifest import load_manifests
 from quotaform.plan.state import DesiredState
 
@@ -71,6 +82,16 @@ class UsageOptions:
             (and of JmxTool files).
         broker: the broker of JmxTool files.
         since, until: the time range; a naive time is UTC.
+        prometheus: a Prometheus-compatible server's URL to read the usage
+            from (``query_range``; with ``since``/``until``, default the
+            last hour, and ``step_s``, default
+            :func:`~quotaform.analytics.prometheus_api.default_step`).
+        prometheus_config: a Prometheus HTTP client configuration file
+            (authorization, basic_auth, tls_config); without it the
+            ``QUOTAFORM_PROMETHEUS_*`` environment variables.
+        prometheus_ca_file: the CA of the server's TLS certificate.
+        metric: the usage metric of Prometheus series without ``__name__``
+            (``--metric``: a usage metric or exporter metric name).
     """
 
     paths: tuple[DataPath, ...]
@@ -84,6 +105,11 @@ class UsageOptions:
     broker: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    prometheus: str | None = None
+    step_s: float | None = None
+    prometheus_config: Path | None = None
+    prometheus_ca_file: Path | None = None
+    metric: str | None = None
 
 
 def _utc(when: datetime | None) -> datetime | None:
@@ -156,9 +182,55 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         ManifestError, PlanFileError, ExportError: as the inputs or the edit
             raise them.
     """
+    _check_options(request)
+    with tempfile.TemporaryDirectory(prefix="quotaform-prometheus-") as scratch:
+        return _run_analyze(_with_prometheus(request, Path(scratch)))
+
+
+def _with_prometheus(request: AnalyzeCommandRequest, scratch: Path) -> AnalyzeCommandRequest:
+    """``request`` with ``--prometheus``'s answers fetched and added to the
+    usage paths (saved in ``--out``'s ``prometheus/`` when local, so the
+    run can be repeated offline, else in ``scratch``), and the range the
+    analysis keeps set to the range fetched."""
+    usage = request.usage
+    if usage.metric is not None and metric_of_name(usage.metric) is None:
+        raise AnalyticsError(
+            f"--metric {usage.metric!r}: not a usage metric ({', '.join(METRICS)}) nor an "
+            "exporter name such as kafka_server_produce_byte_rate"
+        )
+    if usage.prometheus is None:
+        if not usage.paths:
+            raise AnalyticsError("give the usage: --usage PATH (repeatable) or --prometheus URL")
+        if usage.step_s is not None:
+            raise AnalyticsError("--step is the resolution of --prometheus queries: give both")
+        return request
+    until = _utc(usage.until) or datetime.now(UTC)
+    since = _utc(usage.since) or until - DEFAULT_RANGE
+    query = PrometheusQuery(
+        url=usage.prometheus,
+        start=since,
+        end=until,
+        step_s=usage.step_s or default_step(since, until),
+        auth=load_auth(
+            os.environ, config=usage.prometheus_config, ca_file=usage.prometheus_ca_file
+        ),
+    )
+    into = request.out / "prometheus" if isinstance(request.out, Path) else scratch
+    fetched = fetch_usage(query, into, progress=request.view.info)
+    return replace(
+        request,
+        usage=replace(
+            usage,
+            paths=(*usage.paths, *fetched.files),
+            since=since,
+            until=until + timedelta(microseconds=1),
+        ),
+    )
+
+
+def _run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
     desired: DesiredState | None = None
     after: list[QuotaConfig] = []
-    _check_options(request)
     if request.command is Command.impact:
         configs, after = _before_after(request)
     elif request.manifests:
@@ -177,7 +249,13 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         master=usage.master,
         remote=usage.remote,
         usage_format=usage.usage_format,
-        labels=LabelMap(usage.cluster_label, usage.broker_label, usage.default_cluster),
+        labels=LabelMap(
+            usage.cluster_label,
+            usage.broker_label,
+            usage.default_cluster,
+            assumed_cluster=_one_cluster(configs) if usage.default_cluster is None else None,
+            metric=metric_of_name(usage.metric) if usage.metric else None,
+        ),
         cluster=usage.default_cluster,
         broker=usage.broker,
         since=_utc(usage.since),
@@ -194,6 +272,13 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         return AnalyzeRun(pipeline, result, reports)
     added, updated = _write_recommendations(request, desired, request.write_into, pipeline, result)
     return AnalyzeRun(pipeline, result, reports, added, updated)
+
+
+def _one_cluster(configs: Sequence[QuotaConfig]) -> str | None:
+    """The configured cluster when there is exactly one (taken for usage
+    series without the cluster label, and said so)."""
+    names = {c.cluster for c in configs}
+    return next(iter(names)) if len(names) == 1 else None
 
 
 def _check_options(request: AnalyzeCommandRequest) -> None:

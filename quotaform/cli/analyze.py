@@ -61,13 +61,66 @@ Manifests = Annotated[
     ),
 ]
 Usage = Annotated[
-    list[str],
+    list[str] | None,
     typer.Option(
         "--usage",
         metavar="PATH",
         help="Usage samples: files or directories (repeatable), local or a Hadoop URI "
         "(file:///, hdfs://, s3a://: read by Spark). Parquet / CSV / JSON Lines "
         "(schemas/usage.schema.json), Prometheus query_range JSON, or JmxTool CSV.",
+        show_default=False,
+    ),
+]
+PrometheusUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus",
+        metavar="URL",
+        help="Read the usage from a Prometheus-compatible server (Thanos, Mimir, "
+        "VictoriaMetrics too): quotaform sends the query_range requests for the quota metrics "
+        "of every exporter convention it knows, over --since/--until (default: the last hour). "
+        "Credentials: QUOTAFORM_PROMETHEUS_TOKEN_FILE, QUOTAFORM_PROMETHEUS_USERNAME + "
+        "QUOTAFORM_PROMETHEUS_PASSWORD_FILE, or --prometheus-config; never in the URL.",
+        show_default=False,
+    ),
+]
+Step = Annotated[
+    str | None,
+    typer.Option(
+        "--step",
+        metavar="DURATION",
+        help="Resolution of --prometheus queries (15s, 1m; default 15s, longer for ranges "
+        "over 11,000 steps). Longer ranges are split into requests of at most 11,000 points.",
+        show_default=False,
+    ),
+]
+PrometheusConfig = Annotated[
+    Path | None,
+    typer.Option(
+        "--prometheus-config",
+        metavar="FILE",
+        help="A Prometheus HTTP client configuration file (authorization, basic_auth, "
+        "tls_config: what promtool's --http.config.file reads).",
+        show_default=False,
+    ),
+]
+PrometheusCa = Annotated[
+    Path | None,
+    typer.Option(
+        "--prometheus-ca-file",
+        metavar="FILE",
+        help="PEM CA certificate(s) of the Prometheus server's TLS certificate.",
+        show_default=False,
+    ),
+]
+MetricOption = Annotated[
+    str | None,
+    typer.Option(
+        "--metric",
+        metavar="NAME",
+        help="The metric of Prometheus series without __name__ (PromQL-derived exports: "
+        "avg_over_time, sum by): a usage metric (produce-byte-rate) or an exporter name "
+        "(kafka_server_produce_byte_rate).",
         show_default=False,
     ),
 ]
@@ -214,7 +267,12 @@ Until = Annotated[
 
 
 def _usage(
-    usage: Usage = ...,  # type: ignore[assignment]
+    usage: Usage = None,
+    prometheus: PrometheusUrl = None,
+    step: Step = None,
+    prometheus_config: PrometheusConfig = None,
+    prometheus_ca_file: PrometheusCa = None,
+    metric: MetricOption = None,
     engine: EngineOption = Engine.auto,
     master: Master = None,
     remote: Remote = None,
@@ -231,7 +289,7 @@ def _usage(
     else:
         where = spark_target(master=master, remote=remote, environ=os.environ)
     return UsageOptions(
-        tuple(data_path(p) for p in usage),
+        tuple(data_path(p) for p in usage or ()),
         engine=engine,
         master=where.master,
         remote=where.remote,
@@ -242,6 +300,11 @@ def _usage(
         broker=broker,
         since=since,
         until=until,
+        prometheus=prometheus,
+        step_s=_duration(step) if step is not None else None,
+        prometheus_config=prometheus_config,
+        prometheus_ca_file=prometheus_ca_file,
+        metric=metric,
     )
 
 
