@@ -340,6 +340,12 @@ def _refuse_unusable(rows: int, rejected: Rejections, labels: LabelMap) -> None:
         raise AnalyticsError(problem)
 
 
+def _say_matched(rejected: Rejections, say: Callable[[str], None]) -> None:
+    """Which exporter series were read as which usage metric (progress)."""
+    for match, count in sorted(rejected.matched.items()):
+        say(f"series read: {match}: {count:,}")
+
+
 def _run_python(
     request: AnalyzeRequest,
     configs: Mapping[str, QuotaConfig],
@@ -365,6 +371,7 @@ def _run_python(
         until=request.until,
     )
     times["read"] = time.perf_counter() - start
+    _say_matched(rejected, say)
     _refuse_unusable(usage.rows, rejected, request.labels)
     say(f"read {usage.rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
@@ -521,6 +528,7 @@ def _run_spark(
             f"{', '.join(sorted(configs))}): {rejected.examples[0] if rejected.examples else ''}"
         )
     times["read"] = time.perf_counter() - start
+    _say_matched(rejected, say)
     _refuse_unusable(usage_rows, rejected, request.labels)
     say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
