@@ -28,6 +28,7 @@ answer in memory.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import math
 import shutil
@@ -433,7 +434,8 @@ def _request_once(
                 "--prometheus-ca-file FILE"
             ) from None
         raise _Transient(str(exc.reason)) from None
-    except (TimeoutError, ConnectionError) as exc:
+    except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+        # a connection closed or cut mid-answer (RemoteDisconnected, IncompleteRead)
         raise _Transient(f"{type(exc).__name__}: {exc}") from None
     return out.stat().st_size
 
