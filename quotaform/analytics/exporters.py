@@ -49,7 +49,7 @@ __all__ = [
 #: The rules to add to Strimzi's ``kafka-metrics.yaml`` (shipped with quotaform).
 STRIMZI_RULES = "examples/prometheus/strimzi-kafka-metrics-quota-rules.yaml"
 #: The rules to put before the catch-all of jmx_exporter's ``kafka-kraft-3_0_0.yml``.
-KRAFT_RULES = "examples/prometheus/jmx-exporter-kraft-quota-rules.yaml"
+KRAFT_RULES = "examples/prometheus/jmx-exporter-quota-rules.yml"
 #: Said of series in the pre-2023 ``example_configs/kafka-2_0_0.yml`` form.
 OLD_RULES_NOTE = (
     'read series of the pre-2023 jmx_exporter rules (resource="Produce, user=..."), '
