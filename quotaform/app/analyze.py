@@ -12,7 +12,7 @@ one :class:`AnalyzeRun`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +104,8 @@ class AnalyzeCommandRequest:
             manifests are given; impact: the configuration now).
         plan_file: impact: a saved plan's before and after.
         window_s: impact: the brokers' quota window W, seconds.
+        request_sizes: impact, recommend: S per quota key, one request's
+            amount for the steady-state throttle (the keys' defaults otherwise).
         quantile, headroom: recommend: the quantile sized by (one of
             :data:`QUANTILES`) and the factor over it.
         write_into: recommend: edit the manifests, appending new entries to
@@ -122,6 +124,7 @@ class AnalyzeCommandRequest:
     window_s: float = DEFAULT_WINDOW_S
     quantile: str = "p99"
     headroom: float = DEFAULT_HEADROOM
+    request_sizes: Mapping[str, float] = field(default_factory=dict)
     write_into: Path | None = None
     connection: ConnectionOptions = field(default_factory=ConnectionOptions)
     view: View = field(default_factory=View)
@@ -185,6 +188,7 @@ def run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         window_s=request.window_s,
         quantile=request.quantile,
         headroom=request.headroom,
+        request_sizes=dict(request.request_sizes),
     )
     from quotaform.analytics.report import write_reports  # matplotlib, when reporting
 
