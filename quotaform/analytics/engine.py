@@ -26,6 +26,14 @@ from quotaform.analytics.model import (
     percentile,
 )
 from quotaform.kafka.entity import Entity
+from quotaform.kafka.impact import (
+    demand_cut,
+    first_throttle_ms,
+    request_size,
+    share_over,
+    steady_throttle_ms,
+    throughput_after,
+)
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.metrics import unsanitize_user
 from quotaform.kafka.resolution import (
@@ -41,7 +49,6 @@ from quotaform.kafka.resolution import (
     resolve,
     variants,
 )
-from quotaform.kafka.throttle import throttle_time_ms
 from quotaform.kafka.units import format_quota_value, readable_quota
 
 __all__ = [
@@ -173,10 +180,17 @@ def impact(
     after: Mapping[str, QuotaIndex],
     *,
     window_s: float = DEFAULT_WINDOW_S,
+    request_sizes: Mapping[str, float] | None = None,
 ) -> list[Row]:
     """The rows of ``util`` (made under the configuration before the change)
     whose effective quota, source or quota group changes under ``after``,
-    with the throttle the broker would give the observed p99.
+    with what the observed p99 (the demand O) meets there
+    (:mod:`quotaform.kafka.impact`): ``throughput_after`` (``min(O, T)``),
+    ``demand_cut``, the steady-state mean throttle the broker's
+    ``throttle-time`` metric reports (``predicted_throttle_ms``, ``S / T``)
+    for requests of ``request_bytes`` (S: ``request_sizes[key]`` when given,
+    else the key's default; ``request_bytes_source`` says which), and the
+    first throttle of a client still sending at O (``first_throttle_ms``).
 
     ``group_change``: ``none`` (same tags), ``splits`` (the group
     divides by client id or user: broker metrics cannot split its usage, so
@@ -211,7 +225,11 @@ def impact(
             continue
         key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
         observed = merged[key] if change == GROUP_MERGES else (row["p99"] or 0.0)
-        predicted = throttle_time_ms(row["quota_key"], observed, res.value, window_s=window_s)
+        quota_key = row["quota_key"]
+        size, source = request_size(
+            quota_key, res.value, given=(request_sizes or {}).get(quota_key), window_s=window_s
+        )
+        predicted = steady_throttle_ms(quota_key, observed, res.value, size)
         out.append(
             {
                 "cluster": row["cluster"],
@@ -232,6 +250,13 @@ def impact(
                 "predicted_throttle_ms": predicted,
                 "throttled_before": bool(row["censored"]),
                 "newly_throttled": predicted > 0 and not row["censored"],
+                "first_throttle_ms": first_throttle_ms(
+                    quota_key, observed, res.value, size, window_s=window_s
+                ),
+                "throughput_after": throughput_after(observed, res.value),
+                "demand_cut": demand_cut(observed, res.value),
+                "request_bytes": size,
+                "request_bytes_source": source,
             }
         )
     return sorted(
@@ -240,7 +265,11 @@ def impact(
 
 
 def recommend(
-    util: Sequence[Row], *, quantile: str = "p99", headroom: float = DEFAULT_HEADROOM
+    util: Sequence[Row],
+    *,
+    quantile: str = "p99",
+    headroom: float = DEFAULT_HEADROOM,
+    request_sizes: Mapping[str, float] | None = None,
 ) -> list[Row]:
     """Per observed (cluster, group, key), over every broker: a quota of
     ``quantile`` x ``headroom`` of the busiest broker, rounded up to readable
@@ -251,6 +280,12 @@ def recommend(
     A censored group (throttled in the range) was held near its quota: its
     true demand is unknown, so the recommendation is never below the current
     quota x ``headroom`` and says so in ``note``.
+
+    What the recommendation would have caused over the observed range
+    (:mod:`quotaform.kafka.impact`): ``share_over``, the share of samples
+    above it, estimated from the busiest broker's p50, p95, p99 and max;
+    ``throttle_at_max_ms``, the steady-state throttle of a demand at the
+    observed max, for requests of ``request_bytes`` (as :func:`impact`).
     """
     by_group: dict[tuple[str, str, str, str | None, str], list[Row]] = defaultdict(list)
     for row in util:
@@ -272,6 +307,12 @@ def recommend(
             if quota is not None:
                 target = max(target, quota * headroom)
         recommended = readable_quota(key, target)
+        points = tuple(
+            (share, _max_of(rows, column))
+            for share, column in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"), (1.0, "max"))
+        )
+        size, source = request_size(key, recommended, given=(request_sizes or {}).get(key))
+        top = points[-1][1]
         out.append(
             {
                 "cluster": cluster,
@@ -286,11 +327,24 @@ def recommend(
                 "entity": entity_json(own_entity(group_tags(user, client_id, ip))),
                 "censored": censored,
                 "note": note,
+                "share_over": share_over(recommended, points),
+                "throttle_at_max_ms": (
+                    steady_throttle_ms(key, top, recommended, size) if top is not None else None
+                ),
+                "request_bytes": size,
+                "request_bytes_source": source,
             }
         )
     return sorted(
         out, key=lambda r: (r["cluster"], r["user"], r["client_id"], r["ip"] or "", r["quota_key"])
     )
+
+
+def _max_of(rows: Sequence[Row], column: str) -> float | None:
+    """The largest known ``column`` over a group's brokers (``None``: none known)."""
+    values = [r.get(column) for r in rows]
+    known = [v for v in values if v is not None and not math.isnan(v)]
+    return max(known) if known else None
 
 
 def unit_of(key: str) -> str:

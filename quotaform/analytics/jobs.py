@@ -114,6 +114,9 @@ class AnalyzeRequest:
         since, until: the time range (UTC).
         window_s: the quota window W of the throttle formula (seconds).
         quantile, headroom: recommend's quantile column and factor.
+        request_sizes: S per quota key, one request's amount (bytes for the
+            byte rates) for the steady-state throttle; keys not given take
+            :data:`quotaform.kafka.impact.STEADY_RULES`' defaults.
     """
 
     command: Command
@@ -133,6 +136,7 @@ class AnalyzeRequest:
     window_s: float = DEFAULT_WINDOW_S
     quantile: str = "p99"
     headroom: float = DEFAULT_HEADROOM
+    request_sizes: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,11 +396,17 @@ def _run_python(
         util_rows = util.table.to_pylist()
         if request.command is Command.impact:
             table = py_engine.impact(
-                util_rows, {c: cfg.index for c, cfg in after.items()}, window_s=request.window_s
+                util_rows,
+                {c: cfg.index for c, cfg in after.items()},
+                window_s=request.window_s,
+                request_sizes=request.request_sizes,
             )
         else:
             table = py_engine.recommend(
-                util_rows, quantile=request.quantile, headroom=request.headroom
+                util_rows,
+                quantile=request.quantile,
+                headroom=request.headroom,
+                request_sizes=request.request_sizes,
             )
         times["compute"] = time.perf_counter() - start
         start = time.perf_counter()
@@ -538,9 +548,19 @@ def _run_spark(
         table = util
     elif request.command is Command.impact:
         after_frame = job.config_frame(spark, list(after.values()))
-        table = transforms.impact(util.cache(), after=after_frame, window_s=request.window_s)
+        table = transforms.impact(
+            util.cache(),
+            after=after_frame,
+            window_s=request.window_s,
+            request_sizes=request.request_sizes,
+        )
     else:
-        table = transforms.recommend(util, quantile=request.quantile, headroom=request.headroom)
+        table = transforms.recommend(
+            util,
+            quantile=request.quantile,
+            headroom=request.headroom,
+            request_sizes=request.request_sizes,
+        )
     path = child(_for_server(request.out, request.remote), f"{request.command.value}.parquet")
     job.write_table(table.select(*_COLUMNS[request.command]), path)
     times["compute_and_write"] = time.perf_counter() - start

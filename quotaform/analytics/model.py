@@ -84,6 +84,11 @@ IMPACT_COLUMNS = (
     "predicted_throttle_ms",
     "throttled_before",
     "newly_throttled",
+    "first_throttle_ms",
+    "throughput_after",
+    "demand_cut",
+    "request_bytes",
+    "request_bytes_source",
 )
 #: ``analyze recommend``: one row per observed (group, key), all brokers together.
 RECOMMEND_COLUMNS = (
@@ -99,6 +104,10 @@ RECOMMEND_COLUMNS = (
     "entity",
     "censored",
     "note",
+    "share_over",
+    "throttle_at_max_ms",
+    "request_bytes",
+    "request_bytes_source",
 )
 #: Every column's type, by name (Spark and Arrow types derive from it):
 #: ``string``, ``double``, ``int``, ``long``, ``boolean`` or ``timestamp``.
@@ -138,6 +147,13 @@ COLUMN_TYPES: dict[str, str] = {
     "recommended": "double",
     "recommended_text": "string",
     "note": "string",
+    "first_throttle_ms": "double",
+    "throughput_after": "double",
+    "demand_cut": "double",
+    "request_bytes": "double",
+    "request_bytes_source": "string",
+    "share_over": "double",
+    "throttle_at_max_ms": "double",
 }
 #: The usage quantiles every engine computes (exact, linear interpolation).
 PERCENTILES = (0.5, 0.95, 0.99)

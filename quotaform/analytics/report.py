@@ -65,7 +65,10 @@ _COLUMNS = {
         ("level", None),
         ("group change", "group_change"),
         ("p99", "p99"),
-        ("predicted throttle", "predicted_throttle_ms"),
+        ("throughput after", "throughput_after"),
+        ("demand cut", "demand_cut"),
+        ("steady throttle", "predicted_throttle_ms"),
+        ("first throttle", "first_throttle_ms"),
         ("newly throttled", "newly_throttled"),
     ),
     Command.recommend: (
@@ -74,6 +77,8 @@ _COLUMNS = {
         ("now", "quota_value"),
         ("peak p99", "peak_p99"),
         ("recommended", "recommended_text"),
+        ("samples over", "share_over"),
+        ("throttle at max", "throttle_at_max_ms"),
         ("censored", "censored"),
         ("note", "note"),
     ),
@@ -117,7 +122,7 @@ def _jsonable(value: Any) -> Any:
 
 
 _QUOTA_COLUMNS = ("quota_value", "quota_before", "quota_after")
-_MEASURED_COLUMNS = ("p99", "peak_p99")
+_MEASURED_COLUMNS = ("p99", "peak_p99", "throughput_after")
 
 
 def _cell(key: str, column: str | None, row: Mapping[str, Any]) -> str:
@@ -138,9 +143,9 @@ def _cell(key: str, column: str | None, row: Mapping[str, Any]) -> str:
         return format_quota_value(row["quota_key"], float(value))
     if column in _MEASURED_COLUMNS:
         return format_measured(row["quota_key"], float(value)) if math.isfinite(value) else ""
-    if column in ("utilisation_p99", "throttled_share"):
+    if column in ("utilisation_p99", "throttled_share", "demand_cut", "share_over"):
         return f"{value:.0%}"
-    if column == "predicted_throttle_ms":
+    if column in ("predicted_throttle_ms", "first_throttle_ms", "throttle_at_max_ms"):
         return f"{value:,.0f} ms"
     if isinstance(value, bool):
         return "yes" if value else ""

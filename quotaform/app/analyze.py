@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -130,6 +130,8 @@ class AnalyzeCommandRequest:
             manifests are given; impact: the configuration now).
         plan_file: impact: a saved plan's before and after.
         window_s: impact: the brokers' quota window W, seconds.
+        request_sizes: impact, recommend: S per quota key, one request's
+            amount for the steady-state throttle (the keys' defaults otherwise).
         quantile, headroom: recommend: the quantile sized by (one of
             :data:`QUANTILES`) and the factor over it.
         write_into: recommend: edit the manifests, appending new entries to
@@ -148,6 +150,7 @@ class AnalyzeCommandRequest:
     window_s: float = DEFAULT_WINDOW_S
     quantile: str = "p99"
     headroom: float = DEFAULT_HEADROOM
+    request_sizes: Mapping[str, float] = field(default_factory=dict)
     write_into: Path | None = None
     connection: ConnectionOptions = field(default_factory=ConnectionOptions)
     view: View = field(default_factory=View)
@@ -263,6 +266,7 @@ def _run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         window_s=request.window_s,
         quantile=request.quantile,
         headroom=request.headroom,
+        request_sizes=dict(request.request_sizes),
     )
     from quotaform.analytics.report import write_reports  # matplotlib, when reporting
 

@@ -40,6 +40,8 @@ from quotaform.cli.options import (
 )
 from quotaform.cli.output import make_console, say
 from quotaform.cli.view import make_view
+from quotaform.kafka.impact import STEADY_RULES
+from quotaform.kafka.units import parse_quota_value
 from quotaform.manifest.models import parse_duration
 
 __all__ = ["analyze_app", "register"]
@@ -370,6 +372,46 @@ def _run(
         )
 
 
+#: The byte-rate keys a bare ``--request-bytes SIZE`` sets.
+_BYTE_KEYS = ("producer_byte_rate", "consumer_byte_rate")
+RequestBytes = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--request-bytes",
+        metavar="[KEY=]SIZE",
+        help="S, one request's size for the steady-state throttle (S / T): KEY=SIZE per "
+        "quota key (repeatable; 64KiB for byte rates), or SIZE for both byte rates. "
+        "Defaults: producer_byte_rate 16KiB (batch.size of the Java and kafka-python "
+        "producers), consumer_byte_rate 1MiB (max.partition.fetch.bytes; at most the "
+        "broker's fetch cap T x (quota.window.num - 1) x quota.window.size.seconds), "
+        "controller_mutation_rate 1 (a one-partition topic), connection_creation_rate 1, "
+        "request_percentage 0.1 (1 ms of thread time, an estimate).",
+        show_default=False,
+    ),
+]
+
+
+def request_sizes(values: list[str] | None) -> dict[str, float]:
+    """``--request-bytes`` values as S per quota key.
+
+    Raises:
+        typer.BadParameter: an unknown key or a size that is not a value of the key.
+    """
+    sizes: dict[str, float] = {}
+    for text in values or ():
+        key, sep, raw = text.partition("=")
+        keys = [key.strip()] if sep else list(_BYTE_KEYS)
+        raw = raw if sep else text
+        for k in keys:
+            if k not in STEADY_RULES:
+                raise typer.BadParameter(f"{k!r} is not a quota key", param_hint="--request-bytes")
+            try:
+                sizes[k] = parse_quota_value(k, raw.strip())
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--request-bytes") from exc
+    return sizes
+
+
 @analyze_app.command(
     "utilisation", short_help="Which quota governs each group, and how close it runs."
 )
@@ -423,13 +465,17 @@ def impact(
             help="The brokers' quota window W (quota.window.num x quota.window.size.seconds).",
         ),
     ] = DEFAULT_WINDOW_S,
+    request_bytes: RequestBytes = None,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """What a change does to the observed groups: --plan FILE, or manifests
     (the change) against --snapshot / the live cluster (now).
 
     DIR/impact.parquet: one row per changed (group, key) with quota_before,
-    quota_after, level_before, level_after, p99, predicted_throttle_ms;
+    quota_after, level_before, level_after, p99 (the demand O),
+    throughput_after (min(O, T)), demand_cut, predicted_throttle_ms (the
+    steady-state mean the broker's throttle-time reports: S / T, S from
+    --request-bytes or the defaults), first_throttle_ms ((O - T) / T x W);
     groups newly throttled first.
     """
     _run(
@@ -441,6 +487,7 @@ def impact(
         connection,
         plan_file=plan_file,
         window_s=window,
+        request_sizes=request_sizes(request_bytes),
     )
 
 
@@ -468,11 +515,13 @@ def recommend(
             show_default=False,
         ),
     ] = None,
+    request_bytes: RequestBytes = None,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Quotas sized from observed usage: the quantile x headroom, rounded up
     to readable units; never below the current quota for a throttled
-    (censored) group, and said so."""
+    (censored) group, and said so. share_over and throttle_at_max_ms say
+    what the recommendation would have caused over the observed range."""
     _run(
         Command.recommend,
         usage,
@@ -482,6 +531,7 @@ def recommend(
         connection,
         quantile=quantile,
         headroom=headroom,
+        request_sizes=request_sizes(request_bytes),
         write_into=write_into,
     )
 

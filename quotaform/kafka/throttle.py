@@ -133,8 +133,9 @@ def throttle_time_ms(
     ``controller_mutation_rate`` is a token bucket (KIP-599,
     ``ControllerMutationQuotaManager.throttleTimeMs``: ``round(-tokens / T x
     1000)``): a sustained excess drains the burst of ``T x W`` in
-    ``T x W / (O - T)`` seconds, after which this formula gives the steady
-    state, which is what it returns.
+    ``T x W / (O - T)`` seconds; this formula is kept for it as for the other
+    keys (the steady state after a change, per request, is
+    :func:`quotaform.kafka.impact.steady_throttle_ms`).
 
     Raises:
         KeyError: ``key`` is not a quota key.

@@ -48,6 +48,26 @@ class ThrottleCase:
 
 
 @dataclass(frozen=True)
+class SteadyCase:
+    """What a group wanting ``observed`` gets under ``quota`` with requests
+    of ``request_bytes`` (``None``: the key's default): ``throughput``,
+    ``cut``, the steady ``throttle_ms``, ``first_ms``, the S used and its source."""
+
+    name: str
+    key: str
+    observed: float
+    quota: float | None
+    request_bytes: float | None
+    window_s: float
+    throughput: float
+    cut: float
+    throttle_ms: float
+    first_ms: float
+    size: float
+    source: str
+
+
+@dataclass(frozen=True)
 class UserTagCase:
     """``unsanitize_user(tag) == user``; ``sanitized``: ``sanitize_user(user) == tag``."""
 
@@ -63,6 +83,7 @@ class UnitsThrottleCases:
     readable: list[ReadableCase]
     format: list[FormatCase]
     throttle: list[ThrottleCase]
+    steady: list[SteadyCase]
     user_tags: list[UserTagCase]
 
 
@@ -95,6 +116,23 @@ def load_units_throttle_cases() -> UnitsThrottleCases:
                 _float(c["throttle_ms"]),
             )
             for c in data["throttle"]
+        ],
+        steady=[
+            SteadyCase(
+                c["name"],
+                c["key"],
+                _float(c["observed"]),
+                None if c["quota"] is None else _float(c["quota"]),
+                None if c["request_bytes"] is None else _float(c["request_bytes"]),
+                _float(c["window_s"]),
+                _float(c["throughput"]),
+                _float(c["cut"]),
+                _float(c["throttle_ms"]),
+                _float(c["first_ms"]),
+                _float(c["size"]),
+                str(c["source"]),
+            )
+            for c in data["steady"]
         ],
         user_tags=[
             UserTagCase(str(c["tag"]), str(c["user"]), bool(c["sanitized"]))

@@ -217,9 +217,14 @@ def test_impact_of_a_saved_plan_and_recommendations_into_the_manifests(
         1048576.0,
         524288.0,
     )
-    assert row["predicted_throttle_ms"] == pytest.approx(
+    assert row["first_throttle_ms"] == pytest.approx(
         round((row["p99"] - 524288) / 524288 * 11000), abs=1
     )
+    # The steady state: requests of the default batch.size 16384 held S / T.
+    assert row["predicted_throttle_ms"] == (
+        round(16384 / 524288 * 1000) if row["p99"] > 524288 else 0.0
+    )
+    assert row["throughput_after"] == min(row["p99"], 524288)
     recommended = tmp_path / "rec"
     result = runner.invoke(
         app,

@@ -19,6 +19,7 @@ from quotaform.analytics.model import UTILISATION_COLUMNS
 from quotaform.analytics.spark import columns, job, transforms
 from quotaform.analytics.spark.schemas import UTILISATION_SCHEMA
 from quotaform.kafka.entity import Entity
+from quotaform.kafka.impact import STEADY_RULES, demand_cut, share_over
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import GROUP_CHANGES
 from quotaform.kafka.throttle import java_round
@@ -148,5 +149,54 @@ def test_throttle_cases_through_impact(spark: SparkSession) -> None:
         got = {r["cluster"]: r for r in rows}
         for n, case, _, _ in built:
             row = got[f"case-{n}"]
-            assert row["predicted_throttle_ms"] == case.throttle_ms, case.name
-            assert row["newly_throttled"] is (case.throttle_ms > 0), case.name
+            if not STEADY_RULES[case.key].token_bucket:  # the bucket's first throttle is S / T
+                assert row["first_throttle_ms"] == case.throttle_ms, case.name
+            assert row["newly_throttled"] is (case.observed > case.quota), case.name
+
+
+def test_steady_cases_as_columns(spark: SparkSession) -> None:
+    for window_s, cases in groupby(
+        sorted(CASES.steady, key=lambda c: c.window_s), key=lambda c: c.window_s
+    ):
+        batch = list(cases)
+        for case in batch:  # request_size reads `given` per key: one case at a time
+            frame = spark.createDataFrame(
+                [(case.key, case.observed, case.quota)],
+                "key string, observed double, quota double",
+            )
+            key, observed, quota = F.col("key"), F.col("observed"), F.col("quota")
+            given = {case.key: case.request_bytes} if case.request_bytes is not None else {}
+            size, source = columns.request_size(key, quota, given=given, window_s=window_s)
+            (row,) = frame.select(
+                size.alias("size"),
+                source.alias("source"),
+                columns.throughput_after(observed, quota).alias("throughput"),
+                columns.demand_cut(observed, quota).alias("cut"),
+                columns.steady_throttle_ms(key, observed, quota, size).alias("steady"),
+                columns.first_throttle_ms(key, observed, quota, size, window_s=window_s).alias(
+                    "first"
+                ),
+            ).collect()
+            assert (row["size"], row["source"], row["throughput"]) == (
+                case.size,
+                case.source,
+                case.throughput,
+            ), case.name
+            assert (row["steady"], row["first"]) == (case.throttle_ms, case.first_ms), case.name
+            assert row["cut"] == demand_cut(case.observed, case.quota), case.name
+
+
+def test_share_over_as_a_column(spark: SparkSession) -> None:
+    quantiles = [(10.0, 20.0, 30.0, 40.0), (1.0, 1.0, 1.0, 1.0), (None, 2.0, 3.0, 4.0)]
+    values = [0.5, 1.0, 5.0, 10.0, 15.0, 20.0, 29.0, 35.0, 40.0, 50.0]
+    frame = spark.createDataFrame(
+        [(v, *q) for v in values for q in quantiles],
+        "v double, p50 double, p95 double, p99 double, mx double",
+    )
+    points = [(0.5, F.col("p50")), (0.95, F.col("p95")), (0.99, F.col("p99")), (1.0, F.col("mx"))]
+    for row in frame.select("*", columns.share_over(F.col("v"), points).alias("s")).collect():
+        want = share_over(
+            row["v"],
+            ((0.5, row["p50"]), (0.95, row["p95"]), (0.99, row["p99"]), (1.0, row["mx"])),
+        )
+        assert row["s"] == want, row

@@ -308,9 +308,11 @@ def test_impact_splits_merges_and_predicts_throttling() -> None:
     merged_a = changes[("v", "a", "request_percentage")]
     assert (merged_a["group_change"], merged_a["tags_after"]) == ("merges", "user=v")
     # Merged: the p99s of both groups join one bucket: 60% against 50%.
-    assert merged_a["predicted_throttle_ms"] == predicted_throttle_ms(
-        "request_percentage", 60.0, 50.0
-    )
+    assert merged_a["first_throttle_ms"] == predicted_throttle_ms("request_percentage", 60.0, 50.0)
+    # The steady state: 1 ms of thread time (0.1 % x s) per request held S / T.
+    assert merged_a["predicted_throttle_ms"] == round(0.1 / 50.0 * 1000)
+    assert merged_a["throughput_after"] == 50.0
+    assert merged_a["demand_cut"] == pytest.approx(1 / 6)
     assert merged_a["newly_throttled"] is True
     first = engine.impact(util, {"c": after})[0]
     assert first["newly_throttled"]  # ranked first

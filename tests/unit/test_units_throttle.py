@@ -12,6 +12,16 @@ from hypothesis import strategies as st
 
 from quotaform.analytics import engine, model
 from quotaform.kafka.entity import CLIENT_ID, SHAPES, USER, Entity
+from quotaform.kafka.impact import (
+    STEADY_RULES,
+    demand_cut,
+    fetch_cap,
+    first_throttle_ms,
+    request_size,
+    share_over,
+    steady_throttle_ms,
+    throughput_after,
+)
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.metrics import (
     mbean_name,
@@ -52,6 +62,7 @@ from quotaform.kafka.units import (
 from ..conformance.units_cases import (
     FormatCase,
     ReadableCase,
+    SteadyCase,
     ThrottleCase,
     UserTagCase,
     load_units_throttle_cases,
@@ -151,8 +162,67 @@ def test_the_throttle_cases_through_the_engines_impact() -> None:
             continue
         row, after = _impact_rows(case)
         (changed,) = engine.impact([row], {"c": QuotaIndex(after)}, window_s=case.window_s)
-        assert changed["predicted_throttle_ms"] == case.throttle_ms, case.name
-        assert changed["newly_throttled"] is (case.throttle_ms > 0)
+        if not STEADY_RULES[case.key].token_bucket:  # the bucket's first throttle is S / T
+            assert changed["first_throttle_ms"] == case.throttle_ms, case.name
+        # Any demand over the quota runs behind and is throttled S / T in the end.
+        assert changed["newly_throttled"] is (case.observed > case.quota)
+
+
+@pytest.mark.parametrize("case", CASES.steady, ids=lambda c: c.name)
+def test_steady_case(case: SteadyCase) -> None:
+    size, source = request_size(
+        case.key, case.quota, given=case.request_bytes, window_s=case.window_s
+    )
+    assert (size, source) == (case.size, case.source)
+    assert throughput_after(case.observed, case.quota) == case.throughput
+    assert demand_cut(case.observed, case.quota) == pytest.approx(case.cut, rel=1e-12)
+    assert steady_throttle_ms(case.key, case.observed, case.quota, size) == case.throttle_ms
+    assert (
+        first_throttle_ms(case.key, case.observed, case.quota, size, window_s=case.window_s)
+        == case.first_ms
+    )
+
+
+def test_the_steady_cases_through_the_engines_impact() -> None:
+    for case in CASES.steady:
+        if case.quota is None:  # unlimited after too: no change, no row
+            continue
+        row, after = _impact_rows(
+            ThrottleCase(case.name, case.key, case.observed, case.quota, case.window_s, 0.0)
+        )
+        given = {case.key: case.request_bytes} if case.request_bytes is not None else {}
+        (changed,) = engine.impact(
+            [row], {"c": QuotaIndex(after)}, window_s=case.window_s, request_sizes=given
+        )
+        got = {k: changed[k] for k in ("predicted_throttle_ms", "first_throttle_ms",
+               "throughput_after", "request_bytes", "request_bytes_source")}  # fmt: skip
+        assert got == {
+            "predicted_throttle_ms": case.throttle_ms,
+            "first_throttle_ms": case.first_ms,
+            "throughput_after": case.throughput,
+            "request_bytes": case.size,
+            "request_bytes_source": case.source,
+        }, case.name
+        assert changed["demand_cut"] == pytest.approx(case.cut, rel=1e-12), case.name
+
+
+def test_one_steady_rule_per_key() -> None:
+    assert tuple(STEADY_RULES) == tuple(QUOTA_KEYS)
+    assert {k for k, r in STEADY_RULES.items() if r.fetch_capped} == {"consumer_byte_rate"}
+    assert {k for k, r in STEADY_RULES.items() if r.token_bucket} == {"controller_mutation_rate"}
+    assert STEADY_RULES["producer_byte_rate"].default_size == 16384  # batch.size
+    assert STEADY_RULES["consumer_byte_rate"].default_size == 1048576  # max.partition.fetch.bytes
+    assert fetch_cap(100.0) == 1000.0  # T x (11 - 1) x 1 s
+
+
+def test_share_over_interpolates_the_quantiles() -> None:
+    points = ((0.5, 10.0), (0.95, 20.0), (0.99, 30.0), (1.0, 40.0))
+    assert share_over(40.0, points) == 0.0
+    assert share_over(50.0, points) == 0.0
+    assert share_over(35.0, points) == pytest.approx(0.005)
+    assert share_over(20.0, points) == pytest.approx(0.05)
+    assert share_over(5.0, points) == 0.5  # below the median: at least half
+    assert share_over(5.0, ((0.5, None), (1.0, 2.0))) is None
 
 
 # ----------------------------------------------------------------- the tables

@@ -1,7 +1,8 @@
 """Kafka's rules as Spark column expressions, generated from the tables of
 :mod:`quotaform.kafka` (never written out a second time): readable rounding
 and unit formatting (:mod:`~quotaform.kafka.units`), the throttle formula and
-its caps (:mod:`~quotaform.kafka.throttle`), user-tag decoding
+its caps (:mod:`~quotaform.kafka.throttle`), the steady state after a
+change (:mod:`~quotaform.kafka.impact`), user-tag decoding
 (:mod:`~quotaform.kafka.metrics`), the broker's step-1 tags, the quota-group
 changes and a group's own entity (:mod:`~quotaform.kafka.resolution`).
 
@@ -13,12 +14,19 @@ answers as its Python counterpart does, row for row: the conformance cases
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from quotaform.kafka.entity import CLIENT_ID, USER, shape_name
+from quotaform.kafka.impact import (
+    SOURCE_DEFAULT,
+    SOURCE_FETCH_CAP,
+    SOURCE_GIVEN,
+    STEADY_RULES,
+)
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import (
     GROUP_CHANGES,
@@ -27,7 +35,7 @@ from quotaform.kafka.resolution import (
     TAGS_BY_MASK,
     UNMATCHED_TAG_TYPES,
 )
-from quotaform.kafka.throttle import THROTTLE_CAP_MS, THROTTLE_RULES
+from quotaform.kafka.throttle import QUOTA_WINDOW_SIZE_S, THROTTLE_CAP_MS, THROTTLE_RULES
 from quotaform.kafka.units import (
     BINARY_UNITS,
     FORMAT_DECIMALS,
@@ -41,13 +49,19 @@ from quotaform.kafka.units import (
 )
 
 __all__ = [
+    "demand_cut",
+    "first_throttle_ms",
     "group_change",
     "java_round",
     "own_entity_json",
     "quota_text",
     "readable_quota",
+    "request_size",
+    "share_over",
+    "steady_throttle_ms",
     "step1_tag",
     "throttle_time_ms",
+    "throughput_after",
     "user_name",
 ]
 
@@ -145,14 +159,100 @@ def throttle_time_ms(key: Column, observed: Column, quota: Column, *, window_s: 
     """:func:`quotaform.kafka.throttle.throttle_time_ms`: ``Math.round((O - T)
     / T * W_ms)`` when O > T, capped for the keys :data:`THROTTLE_RULES`
     marks, 0.0 when O <= T or the quota is null (unlimited) or <= 0."""
-    raw = java_round((observed - quota) / quota * F.lit(window_s * 1000.0))
-    capped_keys = [k for k, rule in THROTTLE_RULES.items() if rule.capped]
-    throttle = F.when(key.isin(capped_keys), F.least(raw, F.lit(THROTTLE_CAP_MS))).otherwise(raw)
+    throttle = _capped(key, java_round((observed - quota) / quota * F.lit(window_s * 1000.0)))
     return (
         F.when(quota.isNull() | (quota <= 0) | (observed <= quota), F.lit(0.0))
         .otherwise(throttle)
         .cast("double")
     )
+
+
+def _capped(key: Column, throttle: Column) -> Column:
+    capped_keys = [k for k, rule in THROTTLE_RULES.items() if rule.capped]
+    return F.when(key.isin(capped_keys), F.least(throttle, F.lit(THROTTLE_CAP_MS))).otherwise(
+        throttle
+    )
+
+
+# ------------------------------------------------------------------ after a change
+
+
+def request_size(
+    key: Column, quota: Column, *, given: Mapping[str, float], window_s: float
+) -> tuple[Column, Column]:
+    """:func:`quotaform.kafka.impact.request_size`: S (``given[key]``, else
+    the key's default of :data:`STEADY_RULES`, at most the fetch cap
+    ``T x (W - size)`` for the fetch-capped keys) and its source."""
+    chosen: Column | None = None
+    source: Column | None = None
+    for k, rule in STEADY_RULES.items():
+        size, src = (given[k], SOURCE_GIVEN) if k in given else (rule.default_size, SOURCE_DEFAULT)
+        cond = key == k
+        chosen = (
+            F.when(cond, F.lit(float(size)))
+            if chosen is None
+            else chosen.when(cond, F.lit(float(size)))
+        )
+        source = F.when(cond, F.lit(src)) if source is None else source.when(cond, F.lit(src))
+    assert chosen is not None and source is not None
+    capped_keys = [k for k, rule in STEADY_RULES.items() if rule.fetch_capped]
+    cap = quota * F.lit(window_s - QUOTA_WINDOW_SIZE_S)
+    at_cap = key.isin(capped_keys) & quota.isNotNull() & (quota > 0) & (cap < chosen)
+    return (
+        F.when(at_cap, cap).otherwise(chosen).cast("double"),
+        F.when(at_cap, F.lit(SOURCE_FETCH_CAP)).otherwise(source),
+    )
+
+
+def _limited(observed: Column, quota: Column) -> Column:
+    return F.coalesce(quota.isNotNull() & (quota > 0) & (observed > quota), F.lit(False))
+
+
+def throughput_after(observed: Column, quota: Column) -> Column:
+    """:func:`quotaform.kafka.impact.throughput_after`: ``min(O, T)``, O when unlimited."""
+    return F.when(_limited(observed, quota), quota).otherwise(observed).cast("double")
+
+
+def demand_cut(observed: Column, quota: Column) -> Column:
+    """:func:`quotaform.kafka.impact.demand_cut`: ``1 - T / O`` when O > T, else 0.0."""
+    return (
+        F.when(_limited(observed, quota) & (observed > 0), F.lit(1.0) - quota / observed)
+        .otherwise(F.lit(0.0))
+        .cast("double")
+    )
+
+
+def steady_throttle_ms(key: Column, observed: Column, quota: Column, size: Column) -> Column:
+    """:func:`quotaform.kafka.impact.steady_throttle_ms`: ``Math.round(S / T x
+    1000)`` when O > T, capped for the keys :data:`THROTTLE_RULES` marks, else 0.0."""
+    held = _capped(key, java_round(size / quota * F.lit(1000.0)))
+    return F.when(_limited(observed, quota), held).otherwise(F.lit(0.0)).cast("double")
+
+
+def first_throttle_ms(
+    key: Column, observed: Column, quota: Column, size: Column, *, window_s: float
+) -> Column:
+    """:func:`quotaform.kafka.impact.first_throttle_ms`: :func:`throttle_time_ms`,
+    :func:`steady_throttle_ms` for the token-bucket keys of :data:`STEADY_RULES`."""
+    bucket = [k for k, rule in STEADY_RULES.items() if rule.token_bucket]
+    return F.when(key.isin(bucket), steady_throttle_ms(key, observed, quota, size)).otherwise(
+        throttle_time_ms(key, observed, quota, window_s=window_s)
+    )
+
+
+def share_over(value: Column, points: Sequence[tuple[float, Column]]) -> Column:
+    """:func:`quotaform.kafka.impact.share_over`: the estimated share of
+    samples above ``value`` from ``(cumulative share, quantile)`` points,
+    linear between two, null when a point is null or NaN."""
+    unknown = functools.reduce(lambda a, b: a | b, [q.isNull() | F.isnan(q) for _, q in points])
+    expr = F.when(unknown, F.lit(None).cast("double")).when(value >= points[-1][1], F.lit(0.0))
+    expr = expr.when(value < points[0][1], F.lit(1.0 - points[0][0]))
+    for (s0, q0), (s1, q1) in itertools.pairwise(points):
+        expr = expr.when(
+            (q0 <= value) & (value < q1),
+            F.lit(1.0) - (F.lit(s0) + F.lit(s1 - s0) * (value - q0) / (q1 - q0)),
+        )
+    return expr.otherwise(F.lit(0.0)).cast("double")
 
 
 # ------------------------------------------------------------------ names and groups

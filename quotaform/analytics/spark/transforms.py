@@ -23,7 +23,7 @@ Inputs:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -413,11 +413,17 @@ def _tags_text(tag_user: Column, tag_client: Column, ip: Column) -> Column:
     )
 
 
-def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDOW_S) -> DataFrame:
+def impact(
+    util: DataFrame,
+    *,
+    after: DataFrame,
+    window_s: float = DEFAULT_WINDOW_S,
+    request_sizes: Mapping[str, float] | None = None,
+) -> DataFrame:
     """:func:`quotaform.analytics.engine.impact` in Spark: the rows of
     ``util`` whose quota, source or group changes under the configuration
-    ``after``, with the predicted throttle (the columns of
-    :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
+    ``after``, with the throughput, demand cut and throttle times after it
+    (the columns of :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
     keys = ["cluster", "quota_key", "user", "client_id", "ip"]
     groups = util.select(*keys).distinct()
     client = _client_principals(groups)
@@ -497,9 +503,15 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
     with_observed = all_rows.join(
         keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in six], "left_semi"
     )
-    predicted = columns.throttle_time_ms(
-        F.col("quota_key"), F.col("observed"), F.col("quota_after"), window_s=window_s
+    key, observed_col, quota_after = F.col("quota_key"), F.col("observed"), F.col("quota_after")
+    size, source = columns.request_size(
+        key, quota_after, given=dict(request_sizes or {}), window_s=window_s
     )
+    with_observed = with_observed.withColumn("request_bytes", size).withColumn(
+        "request_bytes_source", source
+    )
+    size = F.col("request_bytes")
+    predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size)
     return with_observed.select(
         "cluster",
         "broker",
@@ -519,6 +531,13 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
         predicted.alias("predicted_throttle_ms"),
         "throttled_before",
         ((predicted > 0) & ~F.col("throttled_before")).alias("newly_throttled"),
+        columns.first_throttle_ms(key, observed_col, quota_after, size, window_s=window_s).alias(
+            "first_throttle_ms"
+        ),
+        columns.throughput_after(observed_col, quota_after).alias("throughput_after"),
+        columns.demand_cut(observed_col, quota_after).alias("demand_cut"),
+        "request_bytes",
+        "request_bytes_source",
     )
 
 
@@ -526,7 +545,11 @@ def impact(util: DataFrame, *, after: DataFrame, window_s: float = DEFAULT_WINDO
 
 
 def recommend(
-    util: DataFrame, *, quantile: str = "p99", headroom: float = DEFAULT_HEADROOM
+    util: DataFrame,
+    *,
+    quantile: str = "p99",
+    headroom: float = DEFAULT_HEADROOM,
+    request_sizes: Mapping[str, float] | None = None,
 ) -> DataFrame:
     """:func:`quotaform.analytics.engine.recommend` in Spark (the columns of
     :data:`~quotaform.analytics.model.RECOMMEND_COLUMNS`)."""
@@ -536,6 +559,8 @@ def recommend(
         .groupBy(*group)
         .agg(
             F.max(quantile).alias("peak_p99"),
+            # The busiest broker's quantiles (NaN-free: max ignores nulls).
+            *[F.max(c).alias(f"top_{c}") for c in ("p50", "p95", "p99", "max")],
             F.first("quota_value", ignorenulls=True).alias("quota_value"),
             F.max(F.col("censored").cast("int")).cast("boolean").alias("censored"),
         )
@@ -550,6 +575,18 @@ def recommend(
         "recommended", columns.readable_quota(F.col("quota_key"), target)
     )
     note = F.when(F.col("censored"), F.lit(CENSORED_NOTE)).otherwise(_null())
+    key, recommended = F.col("quota_key"), F.col("recommended")
+    size, source = columns.request_size(
+        key, recommended, given=dict(request_sizes or {}), window_s=DEFAULT_WINDOW_S
+    )
+    per_group = per_group.withColumn("request_bytes", size).withColumn(
+        "request_bytes_source", source
+    )
+    points = [
+        (share, F.col(f"top_{c}"))
+        for share, c in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"), (1.0, "max"))
+    ]
+    top = F.col("top_max")
     return per_group.select(
         *group,
         "quota_value",
@@ -561,4 +598,11 @@ def recommend(
         ).alias("entity"),
         "censored",
         note.alias("note"),
+        columns.share_over(recommended, points).alias("share_over"),
+        F.when(
+            top.isNotNull(),
+            columns.steady_throttle_ms(key, top, recommended, F.col("request_bytes")),
+        ).alias("throttle_at_max_ms"),
+        "request_bytes",
+        "request_bytes_source",
     )

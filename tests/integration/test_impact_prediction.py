@@ -1,0 +1,266 @@
+"""``analyze impact``'s steady-state model against the broker: what a client
+lives with after its quota changes (quotaform.kafka.impact).
+
+Three scenarios run at once on the one JMX sandbox broker, each its own
+client id under a ``{user, client-id}`` quota (PLAINTEXT: user ANONYMOUS):
+
+a. a producer paced at 2x its new quota (kafka-python, batch_size 64 KiB,
+   given as ``--request-bytes``);
+b. a consumer tailing a topic fed at 1 MiB/s whose new quota is half that
+   (kafka-python defaults: S from the default max.partition.fetch.bytes);
+c. a producer at a quarter of its new quota: never throttled.
+
+Before the change every client runs under a high quota (so its MBeans exist)
+while ``collect_jmx`` reads the broker into usage JSON Lines; ``quotaform
+analyze impact --plan`` predicts from them; the plan is applied, the same
+demand driven again and the broker's own ``byte-rate`` and ``throttle-time``
+read (JmxTool) once the rates settled. Asserted: throughput within 10 %, the
+mean throttle time within 30 %, (c) 0 predicted and none measured. The
+numbers are printed (``pytest -s``) and in the assertion messages.
+
+Traffic goes to 127.0.0.1 only, bounded in time and bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+from typer.testing import CliRunner
+
+from quotaform.app.collect import collect_jmx
+from quotaform.cli.app import app
+from quotaform.sandbox import SandboxBroker
+from quotaform.sandbox.load import consume, produce
+
+from .helpers import quota, write_manifest
+
+pytestmark = pytest.mark.broker
+
+KiB = 1024
+MiB = 1024 * KiB
+runner = CliRunner()
+#: The targets: steady-state throughput and mean throttle time against the broker's.
+THROUGHPUT_TOLERANCE = 0.10
+THROTTLE_TOLERANCE = 0.30
+BEFORE_S = 24.0
+AFTER_S = 60.0
+#: Past the ~10-12 s rate window (and a new sensor's first burst).
+SETTLED_S = 12.0
+#: Idle between the phases: the rate window forgets the old demand, so the
+#: new quota starts with a burst instead of an 11 s first throttle.
+IDLE_S = 13.0
+#: The throttle-time Avg spans 2 x 30 s samples (metrics.sample.window.ms):
+#: measure its last reads, when the first seconds weigh least.
+MEASURED_FROM_S = 36.0
+PRODUCER_BATCH = 64 * KiB  # quotaform.sandbox.load.produce's batch_size
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    client_id: str
+    key: str
+    quota_after: float
+    run: Callable[[str, float], Any]
+
+
+def _producer(topic: str, client_id: str, rate: float) -> Callable[[str, float], Any]:
+    def run(bootstrap: str, seconds: float) -> Any:
+        return produce(
+            bootstrap, topic, client_id=client_id, seconds=seconds, rate=rate, max_bytes=64 * MiB
+        )
+
+    return run
+
+
+def _consumer(topic: str, client_id: str) -> Callable[[str, float], Any]:
+    def run(bootstrap: str, seconds: float) -> Any:
+        return consume(bootstrap, topic, client_id=client_id, seconds=seconds, max_bytes=96 * MiB)
+
+    return run
+
+
+SCENARIOS = (
+    Scenario(
+        "a producer at 2x",
+        "imp-prod",
+        "producer_byte_rate",
+        256 * KiB,
+        _producer("imp-a", "imp-prod", 512 * KiB),
+    ),
+    Scenario(
+        "b consumer at 2x",
+        "imp-cons",
+        "consumer_byte_rate",
+        512 * KiB,
+        _consumer("imp-b", "imp-cons"),
+    ),
+    Scenario(
+        "c producer under",
+        "imp-under",
+        "producer_byte_rate",
+        512 * KiB,
+        _producer("imp-c", "imp-under", 128 * KiB),
+    ),
+)
+#: The consumer's topic is fed at 1 MiB/s by a client without quota.
+FEED = _producer("imp-b", "imp-feed", 1 * MiB)
+MBEAN_TYPE = {"producer_byte_rate": "produce", "consumer_byte_rate": "fetch"}
+
+
+def manifest(folder: Path, *, after: bool) -> Path:
+    quotas = [
+        quota(
+            {"user": "ANONYMOUS", "client-id": s.client_id},
+            **{s.key: int(s.quota_after) if after else 64 * MiB},
+        )
+        for s in SCENARIOS
+    ]
+    return write_manifest(
+        folder / "m.yaml",
+        "jmx",
+        quotas,
+        scope=[{"shape": "user"}, {"shape": "client-id"}, {"shape": "user+client-id"}],
+        allow_deletes=True,
+    )
+
+
+def cli(*args: str) -> Any:
+    result = runner.invoke(app, list(args), env={"NO_COLOR": "1"})
+    assert result.exit_code in (0, 2), result.output
+    return result
+
+
+@contextmanager
+def load(broker: SandboxBroker, seconds: float) -> Iterator[None]:
+    """Every scenario's client (and the feeder) in the background for ``seconds``."""
+    runs = [s.run for s in SCENARIOS] + [FEED]
+    threads = [
+        threading.Thread(target=run, args=(broker.bootstrap, seconds), daemon=True) for run in runs
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        for thread in threads:
+            thread.join(90)
+
+
+def collect(broker: SandboxBroker, path: Path, seconds: float) -> datetime:
+    started = datetime.now(UTC)
+    with path.open("a", encoding="utf-8") as fh:
+        collect_jmx(
+            broker.jmx_port or 0, fh, cluster="jmx", broker="1", seconds=seconds, interval_s=2.0
+        )
+    return started
+
+
+def samples(path: Path, metric: str, client_id: str, since: datetime) -> list[float]:
+    values = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["metric"] != metric or row["client_id"] != client_id:
+            continue
+        if datetime.fromisoformat(row["timestamp"].replace("Z", "+00:00")) < since:
+            continue
+        value = float(row["value"]) if row["value"] is not None else math.nan
+        values.append(value)
+    return values
+
+
+def error(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured if measured else math.inf
+
+
+def test_impact_predicts_steady_throughput_and_throttle(
+    jmx_broker: SandboxBroker, tmp_path: Path
+) -> None:
+    started_test = time.monotonic()
+    bootstrap = jmx_broker.bootstrap
+    folder = tmp_path / "m"
+    manifest(folder, after=False)
+    cli(
+        "apply", str(folder), "--bootstrap-server", bootstrap, "--auto-approve",
+        "--allow-deletes", "--allow-relax", "--allow-default-removal",
+    )  # fmt: skip
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(t, 1, 1) for t in ("imp-a", "imp-b", "imp-c")])
+    finally:
+        admin.close()
+
+    before = tmp_path / "before.jsonl"
+    with load(jmx_broker, BEFORE_S):
+        began = collect(jmx_broker, before, BEFORE_S)
+    since = (began + timedelta(seconds=SETTLED_S)).strftime("%Y-%m-%dT%H:%M:%S")
+
+    manifest(folder, after=True)
+    plan_file = tmp_path / "plan.json"
+    cli("plan", str(folder), "--bootstrap-server", bootstrap, "--out", str(plan_file))
+    out = tmp_path / "impact"
+    cli(
+        "analyze", "impact", "--plan", str(plan_file), "--usage", str(before), "--since", since,
+        "--out", str(out), "--engine", "python",
+        "--request-bytes", f"producer_byte_rate={PRODUCER_BATCH}",
+    )  # fmt: skip
+    rows = pq.read_table(out / "impact.parquet").to_pylist()
+    predicted = {r["client_id"]: r for r in rows}
+    assert set(predicted) == {s.client_id for s in SCENARIOS}, rows
+
+    cli("apply", str(plan_file), "--bootstrap-server", bootstrap)
+    time.sleep(max(0.0, IDLE_S - (datetime.now(UTC) - began).total_seconds() + BEFORE_S))
+    after = tmp_path / "after.jsonl"
+    with load(jmx_broker, AFTER_S):
+        began = collect(jmx_broker, after, AFTER_S)
+    measured_since = began + timedelta(seconds=MEASURED_FROM_S)
+
+    failures = []
+    lines = ["", f"{'scenario':20} {'':10} {'predicted':>12} {'measured':>12} {'error':>8}"]
+    for s in SCENARIOS:
+        row = predicted[s.client_id]
+        kind = MBEAN_TYPE[s.key]
+        rates = samples(after, f"{kind}-byte-rate", s.client_id, measured_since)
+        throttles = samples(after, f"{kind}-throttle-time", s.client_id, measured_since)
+        rate = statistics.median(rates) if rates else math.nan
+        known = [t for t in throttles if not math.isnan(t)]
+        throttle = statistics.median(known) if known else 0.0  # NaN: nothing throttled
+        rate_error = error(row["throughput_after"], rate)
+        throttle_error = error(row["predicted_throttle_ms"], throttle) if throttle else 0.0
+        lines += [
+            f"{s.name:20} {'B/s':10} {row['throughput_after']:12.0f} {rate:12.0f} "
+            f"{rate_error:+8.1%}",
+            f"{'':20} {'throttle ms':10} {row['predicted_throttle_ms']:12.0f} {throttle:12.0f} "
+            f"{throttle_error:+8.1%}  (S {row['request_bytes']:.0f} B, "
+            f"{row['request_bytes_source']}; first throttle {row['first_throttle_ms']:.0f} ms; "
+            f"demand {row['p99']:.0f} B/s, cut {row['demand_cut']:.0%}; reads {throttles})",
+        ]
+        if not abs(rate_error) <= THROUGHPUT_TOLERANCE:
+            failures.append(f"{s.name}: throughput {row['throughput_after']:.0f} vs {rate:.0f}")
+        if row["predicted_throttle_ms"] == 0 or throttle == 0:
+            if row["predicted_throttle_ms"] != throttle:
+                failures.append(
+                    f"{s.name}: throttle {row['predicted_throttle_ms']:.0f} vs {throttle:.0f}"
+                )
+        elif not abs(throttle_error) <= THROTTLE_TOLERANCE:
+            failures.append(
+                f"{s.name}: throttle {row['predicted_throttle_ms']:.0f} vs {throttle:.0f} ms"
+            )
+    lines.append(f"module time {time.monotonic() - started_test:.0f} s")
+    report = "\n".join(lines)
+    print(report)
+    assert predicted["imp-under"]["predicted_throttle_ms"] == 0, report
+    assert not failures, "\n".join([*failures, report])
