@@ -37,6 +37,7 @@ from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import jmx_unquote
 
 __all__ = [
+    "FOLDED_REASON",
     "KRAFT_RULES",
     "LIVE_SELECTOR",
     "OLD_RULES_NOTE",
@@ -91,6 +92,13 @@ _ATTRS = "|".join(sorted({_snake(a) for attrs in _ATTRIBUTES.values() for a in a
 #: ``name-folded`` convention: the tags lower-cased into the name.
 _FOLDED_NAME = re.compile(rf"^kafka_server_({_CLIENT_SENSORS})_((user|client_id)_.+)_({_ATTRS})$")
 _CONNECTION = f"kafka_server_{_snake('socket-server-metrics')}_"
+_FOLDED_IP = re.compile(rf"^{_CONNECTION}ip_.+_connection_accept_rate$")
+#: Why series with the tags folded into the name cannot be read.
+FOLDED_REASON = (
+    "the exporter rules folded the quota groups' tags into the metric names, lower-cased "
+    "(jmx_exporter's kafka-kraft-3_0_0.yml catch-all), so users, client ids and ips cannot "
+    f"be recovered: add {KRAFT_RULES} before that rule"
+)
 
 #: The PromQL selector ``--prometheus`` queries: every name of every
 #: convention above (the folded ones too, so they can be named).
@@ -100,7 +108,7 @@ LIVE_SELECTOR = (
         [
             f"kafka_server_({_CLIENT_SENSORS})_.*({_ATTRS})",
             f"kafka_server_quota_({_ATTRS})",
-            f"{_CONNECTION}connection_accept_rate",
+            f"{_CONNECTION}(ip_.+_)?connection_accept_rate",
         ]
     )
     + '"}'
@@ -188,15 +196,8 @@ def decode_series(labels: Mapping[str, str], *, metric: str | None = None) -> Se
             known = any(quota_name == lowered for quota_name, _ in _BY_QUOTA_NAME)
             shown = f"{name}{{resource={resource!r}}}" if known else name
             return SeriesMeaning(None, reason=f"not a quota usage metric: {shown}")
-    elif _FOLDED_NAME.match(lowered):
-        return SeriesMeaning(
-            None,
-            convention="name-folded",
-            reason=f"{name}: the exporter rules folded the quota group's tags into the metric "
-            "name (lower-cased; jmx_exporter's kafka-kraft-3_0_0.yml catch-all), so user and "
-            f"client id cannot be recovered: add {KRAFT_RULES} before that rule",
-            unusable=True,
-        )
+    elif _FOLDED_NAME.match(lowered) or _FOLDED_IP.match(lowered):
+        return SeriesMeaning(None, convention="name-folded", reason=FOLDED_REASON, unusable=True)
     else:
         return SeriesMeaning(None, reason=f"not a quota usage metric: {name}")
     is_ip = "ip" in QUOTA_KEYS[METRICS[found][0]].entity_types

@@ -85,7 +85,8 @@ class Rejections:
             listener's connection rate), by reason.
         unusable: series that are quota usage but cannot be read (tags
             folded into the name, no ``__name__``), by reason: the analysis
-            refuses to run on a partial picture.
+            refuses to run on a partial picture; ``unusable_names``: the
+            first of them.
         matched: series read, by ``name -> metric (convention)``.
         notes: what was assumed or is worth knowing (a cluster assumed,
             old exporter rules), by text; counts are series.
@@ -97,6 +98,7 @@ class Rejections:
     examples: list[str] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     unusable: Counter[str] = field(default_factory=Counter)
+    unusable_names: list[str] = field(default_factory=list)
     matched: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)
     duplicates: int = 0
@@ -114,6 +116,7 @@ class Rejections:
         self.by_reason.update(other.by_reason)
         self.skipped.update(other.skipped)
         self.unusable.update(other.unusable)
+        self.unusable_names += other.unusable_names[: EXAMPLES_KEPT - len(self.unusable_names)]
         self.matched.update(other.matched)
         self.notes.update(other.notes)
         self.duplicates += other.duplicates
@@ -254,7 +257,13 @@ def usage_problem(rows: int, rejected: Rejections, labels: LabelMap) -> str | No
     from quotaform.analytics.exporters import KRAFT_RULES, STRIMZI_RULES
 
     if rejected.unusable:
-        return f"usage series hold quota metrics quotaform cannot read: {_most(rejected.unusable)}"
+        names = ", ".join(rejected.unusable_names[:3])
+        more = sum(rejected.unusable.values()) - min(len(rejected.unusable_names), 3)
+        shown = f"{names}{f' and {more:,} more' if more > 0 else ''}"
+        return (
+            f"usage series hold quota metrics quotaform cannot read ({shown}): "
+            f"{_most(rejected.unusable)}"
+        )
     if rows:
         return None
     if rejected.by_reason.get("cluster") and not labels.default_cluster:
@@ -586,6 +595,8 @@ def _series_records(
     name = str(tags.get("__name__", "")) or "(no __name__)"
     if meaning.metric is None:
         (skipped.unusable if meaning.unusable else skipped.skipped)[meaning.reason] += 1
+        if meaning.unusable and len(skipped.unusable_names) < EXAMPLES_KEPT:
+            skipped.unusable_names.append(name)
         return
     skipped.matched[f"{name} -> {meaning.metric} ({meaning.convention})"] += 1
     if meaning.convention == "quota-folded":
