@@ -232,7 +232,7 @@ def test_folded_series_beside_good_ones_are_still_an_error(tmp_path: Path) -> No
     assert len(rows) == 3
     problem = usage_problem(len(rows), rejected, LabelMap())
     assert problem is not None
-    assert problem.startswith("usage series hold quota metrics quotaform cannot read: ")
+    assert problem.startswith("usage series hold quota metrics quotaform cannot read (")
     assert "kafka_server_produce_user_bob_byte_rate" in problem and KRAFT_RULES in problem
 
 
