@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ __all__ = [
     "basic_auth_web_config",
     "ensure_prometheus",
     "prometheus_path",
+    "query_range",
     "start_prometheus",
     "stop_prometheus",
 ]
@@ -322,6 +324,50 @@ def stop_prometheus(server: PrometheusServer, *, timeout_s: float = 10.0) -> Non
     if ours and is_alive(server.pid):
         terminate_group(server.pid, timeout_s)
     CHILDREN.pop(server.pid, None)
+
+
+def query_range(
+    url: str,
+    query: str,
+    *,
+    start: float,
+    end: float,
+    step_s: float,
+    timeout_s: float = 30.0,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """The raw body of ``GET {url}/api/v1/query_range`` (a loopback server only).
+
+    Args:
+        url: ``http://127.0.0.1:PORT`` (see :attr:`PrometheusServer.url`).
+        query: PromQL, e.g. ``{__name__=~"kafka_server_produce_.*"}``.
+        start, end: unix seconds.
+        step_s: seconds between points.
+        headers: extra request headers (e.g. ``Authorization``).
+
+    Returns:
+        The response body, a ``query_range`` JSON document, unchanged.
+
+    Raises:
+        SandboxError: not a loopback URL, no answer, or a non-200 status
+            (with the start of Prometheus' error body).
+    """
+    if not url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")):
+        raise SandboxError(f"query_range is only sent to 127.0.0.1, not to {url}")
+    params = urllib.parse.urlencode(
+        {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
+    )
+    request = urllib.request.Request(
+        f"{url}/api/v1/query_range?{params}", headers=dict(headers or {})
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()[:500].decode("utf-8", errors="replace")
+        raise SandboxError(f"Prometheus query_range answered {exc.code}: {body}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise SandboxError(f"Prometheus query_range on {url} failed: {exc}") from exc
 
 
 def basic_auth_web_config(users: Mapping[str, str], *, rounds: int = 10) -> dict[str, Any]:
