@@ -1,6 +1,7 @@
 """Session fixtures shared by all tests: one real sandbox Kafka broker, one
 local SparkSession, one Spark standalone cluster and one Spark Connect server
-(the last two from the pip pyspark package, started on first use only).
+(the last two from the pip pyspark package, started on first use only), and
+the Prometheus binary (built once with ``go install``, cached).
 
 The broker is started on first use by the same code as ``quotaform sandbox up``
 (named ``pytest-<pid>``, free loopback ports) and stopped when the session ends.
@@ -17,6 +18,7 @@ import functools
 import os
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,3 +151,21 @@ def spark_connect() -> Iterator[Any]:
     yield from _spark_sandbox(
         start_connect_server, "the Spark Connect server", f"{_SESSION_PREFIX}connect-{os.getpid()}"
     )
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> Path:
+    """The cached Prometheus v0.316.0 binary, built with ``go install`` on first
+    use (a few minutes; needs Go and the Go module proxy). If it cannot be had
+    the test FAILS with the reason (never skips, under CI=true or not)."""
+    from quotaform.errors import SandboxError
+    from quotaform.sandbox.prometheus import ensure_prometheus
+
+    failure: str | None = None
+    try:
+        binary = ensure_prometheus()
+    except SandboxError as exc:
+        failure = f"No Prometheus binary (CI={os.environ.get('CI', '')!r}): {exc}"
+    if failure is not None:  # outside the except: no chained traceback in the report
+        pytest.fail(failure, pytrace=False)
+    return binary

@@ -26,6 +26,7 @@ from quotaform.sandbox import (
     start_broker,
     stop_broker,
 )
+from quotaform.sandbox.jars import ensure_jmx_exporter
 from quotaform.sandbox.jmx import jmx_url
 
 __all__ = ["sandbox_app"]
@@ -95,10 +96,12 @@ def fetch(
         str, typer.Option("--kafka-version", help="Apache Kafka release to fetch.")
     ] = DEFAULT_KAFKA_VERSION,
 ) -> None:
-    """Download the broker's jars with Maven into the cache (once) and print their folder."""
+    """Download the broker's jars and the Prometheus JMX exporter's with Maven into
+    the cache (once) and print the broker jars' folder."""
     libs = ensure_kafka_jars(
         kafka_version, on_progress=lambda message: _stderr.print(message, markup=False)
     )
+    ensure_jmx_exporter(on_progress=lambda message: _stderr.print(message, markup=False))
     typer.echo(str(libs))
 
 

@@ -5,6 +5,9 @@ Built from Maven Central jars (needs Java 17+ and, on a cold cache, Maven)::
     jars.py           Java/Maven checks, jar cache, running Kafka's Java tools
     broker.py         start / status / stop of a named sandbox broker
     configcommand.py  Kafka's own kafka-configs, as an independent oracle
+    prometheus.py     a Prometheus server (built once with go install, cached)
+    exporter.py       JMX exporter configs (rule sets + quotaform's rules), its HTTP server
+    livemetrics.py    a bounded quota scenario with SCRAM users, for live metrics
 """
 
 from __future__ import annotations

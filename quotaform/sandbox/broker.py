@@ -34,8 +34,10 @@ from quotaform.errors import SandboxError
 from quotaform.sandbox.jars import (
     DEFAULT_KAFKA_VERSION,
     FAST_START_JVM_OPTIONS,
+    JMX_EXPORTER_VERSION,
     cache_root,
     class_data_archive,
+    ensure_jmx_exporter,
     ensure_kafka_jars,
     find_java,
     kafka_java_command,
@@ -99,12 +101,21 @@ class BrokerOptions:
             ``ANONYMOUS`` principal is a super user so the node can register).
         jmx_port: a loopback JMX/RMI port for Kafka's metrics (``JmxTool``,
             :mod:`quotaform.sandbox.jmx`); ``0``: a free one; ``None``: no JMX.
+        prometheus_rules: a Prometheus JMX exporter config file (``rules:``,
+            ``lowercaseOutputName``, ...): the broker runs the exporter's java
+            agent (``io.prometheus.jmx:jmx_prometheus_javaagent``) with it, serving
+            ``http://127.0.0.1:PORT/metrics``. The file is copied into the
+            broker's data dir. ``None``: no exporter.
+        prometheus_port: the agent's loopback HTTP port; ``0`` or ``None``: a
+            free one (only used with ``prometheus_rules``).
     """
 
     port: int | None = None
     advertised_port: int | None = None
     scram_users: dict[str, str] | None = None
     jmx_port: int | None = None
+    prometheus_rules: Path | None = None
+    prometheus_port: int | None = 0
 
     @property
     def security_protocol(self) -> str:
@@ -135,6 +146,10 @@ class SandboxBroker:
         advertised_port: the port clients are told to use after bootstrap,
             when it differs from ``port`` (a proxy); else ``None``.
         jmx_port: the loopback JMX port, ``None`` without JMX.
+        prometheus_port: the JMX exporter agent's loopback HTTP port (scrape
+            ``http://127.0.0.1:PORT/metrics``), ``None`` without the agent.
+        prometheus_config: the agent's config file (a copy in ``data_dir``),
+            ``None`` without the agent.
     """
 
     name: str
@@ -149,12 +164,16 @@ class SandboxBroker:
     security_protocol: str = "PLAINTEXT"
     advertised_port: int | None = None
     jmx_port: int | None = None
+    prometheus_port: int | None = None
+    prometheus_config: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON-ready state record (paths as strings)."""
         record = asdict(self)
         record["data_dir"] = str(self.data_dir)
         record["log_path"] = str(self.log_path)
+        if self.prometheus_config is not None:
+            record["prometheus_config"] = str(self.prometheus_config)
         return record
 
     @classmethod
@@ -177,6 +196,10 @@ class SandboxBroker:
             security_protocol=str(record.get("security_protocol", "PLAINTEXT")),
             advertised_port=record.get("advertised_port"),
             jmx_port=record.get("jmx_port"),
+            prometheus_port=record.get("prometheus_port"),
+            prometheus_config=(
+                Path(record["prometheus_config"]) if record.get("prometheus_config") else None
+            ),
         )
 
 
@@ -403,7 +426,7 @@ def resume_broker(
             raise SandboxError(f"Sandbox {name!r} still runs (pid {old.pid})")
         java = find_java()
         libs = ensure_kafka_jars(old.version)
-        proc = _spawn(java, libs, old.data_dir, old.log_path, old.jmx_port)
+        proc = _spawn(java, libs, old.data_dir, old.log_path, old.jmx_port, _agent(old))
         broker = replace(old, pid=proc.pid)
         _save_state(states, broker)
         _wait_ready(broker, time.monotonic() + timeout_s, None, options or BrokerOptions())
@@ -414,15 +437,23 @@ def resume_broker(
 
 
 def _spawn(
-    java: str, libs: Path, data_dir: Path, log_path: Path, jmx_port: int | None
+    java: str,
+    libs: Path,
+    data_dir: Path,
+    log_path: Path,
+    jmx_port: int | None,
+    agent: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``kafka.Kafka`` on ``data_dir/server.properties`` in its own session."""
+    """Start ``kafka.Kafka`` on ``data_dir/server.properties`` in its own session
+    (``agent``: a ``-javaagent:...`` JVM option)."""
     jvm_options = list(_BROKER_JVM_OPTIONS)
     archive = class_data_archive(java, libs, _SHARED_CLASSES_FROM)
     if archive.is_file():
         jvm_options.append(f"-XX:SharedArchiveFile={archive}")
     if jmx_port is not None:
         jvm_options += _jmx_options(jmx_port)
+    if agent is not None:
+        jvm_options.append(agent)
     cmd = kafka_java_command(
         java, libs, "kafka.Kafka", [str(data_dir / "server.properties")], jvm_options=jvm_options
     )
@@ -439,6 +470,14 @@ def _spawn(
         )
     CHILDREN[proc.pid] = proc
     return proc
+
+
+def _agent(broker: SandboxBroker) -> str | None:
+    """The JMX exporter's ``-javaagent:JAR=127.0.0.1:PORT:CONFIG`` option, if any."""
+    if broker.prometheus_port is None or broker.prometheus_config is None:
+        return None
+    jar = ensure_jmx_exporter() / f"jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar"
+    return f"-javaagent:{jar}=127.0.0.1:{broker.prometheus_port}:{broker.prometheus_config}"
 
 
 def _jmx_options(port: int) -> list[str]:
@@ -470,6 +509,11 @@ def _launch(
         port, controller_port = _free_ports(2)
     if options.jmx_port == 0:
         options = replace(options, jmx_port=_free_ports(1)[0])
+    prometheus_port = None
+    if options.prometheus_rules is not None:
+        if not options.prometheus_rules.is_file():
+            raise SandboxError(f"JMX exporter config {options.prometheus_rules} is not a file")
+        prometheus_port = options.prometheus_port or _free_ports(1)[0]
     data_dir = Path(tempfile.mkdtemp(prefix=f"quotaform-sandbox-{name}-"))
     broker: SandboxBroker | None = None
     try:
@@ -483,21 +527,28 @@ def _launch(
         _format_storage(properties, cluster_id, version, deadline, options)
 
         log_path = data_dir / "broker.log"
-        proc = _spawn(java, libs, data_dir, log_path, options.jmx_port)
-        broker = SandboxBroker(
+        exporter_config = None
+        if options.prometheus_rules is not None:
+            exporter_config = data_dir / "jmx-exporter.yaml"
+            shutil.copyfile(options.prometheus_rules, exporter_config)
+        unstarted = SandboxBroker(  # pid 0 is never signalled: only the started copy is
             name=name,
             version=version,
             bootstrap=f"127.0.0.1:{port}",
             port=port,
             controller_port=controller_port,
-            pid=proc.pid,
             data_dir=data_dir,
             log_path=log_path,
             cluster_id=cluster_id,
             security_protocol=options.security_protocol,
             advertised_port=options.advertised_port,
             jmx_port=options.jmx_port,
+            prometheus_port=prometheus_port,
+            prometheus_config=exporter_config,
+            pid=0,
         )
+        proc = _spawn(java, libs, data_dir, log_path, options.jmx_port, _agent(unstarted))
+        broker = replace(unstarted, pid=proc.pid)
         _save_state(states, broker)
         _progress(
             on_progress,

@@ -34,10 +34,12 @@ from quotaform.errors import SandboxError
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
+    "JMX_EXPORTER_VERSION",
     "MIN_JAVA_MAJOR",
     "cache_root",
     "class_data_archive",
     "complete_marker",
+    "ensure_jmx_exporter",
     "ensure_kafka_jars",
     "find_java",
     "find_maven",
@@ -85,6 +87,21 @@ _POM_TEMPLATE = """\
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>{log4j}</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{kafka}</version>
       <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>
+  </dependencies>
+</project>
+"""
+
+#: The Prometheus JMX exporter release: ``jmx_prometheus_javaagent`` (in the
+#: broker's JVM) and ``jmx_prometheus_httpserver`` (the same collector over
+#: remote JMX), both self-contained (shaded) jars on Maven Central.
+JMX_EXPORTER_VERSION = "1.0.1"
+_JMX_EXPORTER_ARTIFACTS = ("jmx_prometheus_javaagent", "jmx_prometheus_httpserver")
+_JMX_EXPORTER_POM = """\
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.quotaform</groupId><artifactId>jmx-exporter</artifactId><version>1</version><packaging>pom</packaging>
+  <dependencies>
+{dependencies}
   </dependencies>
 </project>
 """
@@ -237,7 +254,7 @@ def ensure_kafka_jars(
     staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=version_dir))
     try:
         _progress(on_progress, f"Fetching Kafka {version} jars from Maven Central ...")
-        _run_maven(mvn, pom, staging, version)
+        _run_maven(mvn, pom, staging, f"org.apache.kafka:kafka_2.13:{version}")
         if not any(staging.glob("kafka_2.13-*.jar")):
             raise SandboxError(
                 f"Maven finished but no kafka_2.13 jar landed in {staging}; "
@@ -263,6 +280,79 @@ def ensure_kafka_jars(
     return libs
 
 
+def ensure_jmx_exporter(
+    version: str = JMX_EXPORTER_VERSION,
+    *,
+    cache_dir: Path | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Return the folder holding the Prometheus JMX exporter's jars, fetching them if needed.
+
+    ``io.prometheus.jmx:jmx_prometheus_javaagent`` and ``jmx_prometheus_httpserver``
+    are fetched through Maven (``dependency:copy-dependencies``, no transitive
+    dependencies: both are shaded) into a temporary sibling folder renamed into
+    place when complete, like :func:`ensure_kafka_jars`::
+
+        <cache>/jmx_exporter-<version>/jars/jmx_prometheus_javaagent-<version>.jar
+        <cache>/jmx_exporter-<version>/jars/jmx_prometheus_httpserver-<version>.jar
+
+    Args:
+        version: the exporter release, e.g. ``"1.0.1"``.
+        cache_dir: cache root; ``None`` means :func:`cache_root`.
+        on_progress: called with one human-readable line per step.
+
+    Returns:
+        The ``jars`` folder.
+
+    Raises:
+        SandboxError: bad version string, ``mvn`` missing, or Maven failed.
+    """
+    if not _VERSION_RE.match(version):
+        raise SandboxError(
+            f"Invalid JMX exporter version {version!r}; expected e.g. {JMX_EXPORTER_VERSION}."
+        )
+    version_dir = (cache_dir or cache_root()) / f"jmx_exporter-{version}"
+    jars = version_dir / "jars"
+    marker = f"{version}\n"
+    if _marker(jars) == marker:
+        return jars
+    mvn = find_maven()
+    version_dir.mkdir(parents=True, exist_ok=True)
+    pom = version_dir / "pom.xml"
+    dependencies = "\n".join(
+        f"    <dependency><groupId>io.prometheus.jmx</groupId><artifactId>{artifact}</artifactId>"
+        f"<version>{version}</version></dependency>"
+        for artifact in _JMX_EXPORTER_ARTIFACTS
+    )
+    pom.write_text(_JMX_EXPORTER_POM.format(dependencies=dependencies), encoding="utf-8")
+    staging = Path(tempfile.mkdtemp(prefix="jars.partial-", dir=version_dir))
+    coords = f"io.prometheus.jmx:jmx_prometheus_javaagent:{version}"
+    try:
+        _progress(
+            on_progress, f"Fetching the Prometheus JMX exporter {version} from Maven Central ..."
+        )
+        _run_maven(mvn, pom, staging, coords, transitive=False)
+        missing = [
+            a for a in _JMX_EXPORTER_ARTIFACTS if not (staging / f"{a}-{version}.jar").is_file()
+        ]
+        if missing:
+            raise SandboxError(
+                f"Maven finished but {', '.join(missing)} did not land in {staging}; "
+                f"check io.prometheus.jmx:{missing[0]}:{version} exists on Maven Central."
+            )
+        (staging / _COMPLETE_MARKER).write_text(marker, encoding="utf-8")
+        shutil.rmtree(jars, ignore_errors=True)  # an incomplete earlier fetch
+        try:
+            staging.rename(jars)
+        except OSError:
+            if _marker(jars) != marker:  # else another process finished first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _progress(on_progress, f"JMX exporter {version} cached in {jars}")
+    return jars
+
+
 def _pom(version: str) -> str:
     return _POM_TEMPLATE.format(kafka=version, slf4j=_SLF4J_VERSION, log4j=_LOG4J_VERSION)
 
@@ -281,7 +371,9 @@ def _marker(libs: Path) -> str | None:
         return None
 
 
-def _run_maven(mvn: str, pom: Path, output_dir: Path, version: str) -> None:
+def _run_maven(
+    mvn: str, pom: Path, output_dir: Path, coords: str, *, transitive: bool = True
+) -> None:
     cmd = [
         mvn,
         "-B",
@@ -289,11 +381,11 @@ def _run_maven(mvn: str, pom: Path, output_dir: Path, version: str) -> None:
         "dependency:copy-dependencies",
         f"-DoutputDirectory={output_dir}",
         "-DincludeScope=runtime",
+        *(() if transitive else ("-DexcludeTransitive=true",)),
         "-f",
         str(pom),
     ]
     log.info("running %s", " ".join(cmd))
-    coords = f"org.apache.kafka:kafka_2.13:{version}"
     try:
         proc = subprocess.run(
             cmd,

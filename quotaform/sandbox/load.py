@@ -16,11 +16,13 @@ from __future__ import annotations
 import collections
 import ipaddress
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from quotaform.errors import SandboxError
 
-__all__ = ["LoadResult", "check_loopback", "consume", "produce"]
+__all__ = ["LoadResult", "check_loopback", "consume", "produce", "scram_settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,16 @@ def check_loopback(bootstrap: str) -> None:
             raise SandboxError(f"load is only sent to loopback addresses, not to {server!r}")
 
 
+def scram_settings(user: str, password: str, *, mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:
+    """kafka-python settings for a SASL_PLAINTEXT SCRAM client (``security`` below)."""
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+
+
 def produce(
     bootstrap: str,
     topic: str,
@@ -65,10 +77,12 @@ def produce(
     record_size: int = 1000,
     max_in_flight: int = 512,
     rate: float | None = None,
+    security: Mapping[str, Any] | None = None,
 ) -> LoadResult:
     """Produce ``record_size``-byte records as fast as the broker lets through
     (or at most ``rate`` bytes/s of values), for ``seconds`` or until
-    ``max_bytes`` of values were sent (``acks=1``).
+    ``max_bytes`` of values were sent (``acks=1``). ``security``: extra
+    kafka-python connection settings (:func:`scram_settings`).
 
     Raises:
         SandboxError: a non-loopback bootstrap address.
@@ -82,6 +96,7 @@ def produce(
         acks=1,
         linger_ms=5,
         batch_size=64 * 1024,
+        **(security or {}),
     )
     value = b"q" * record_size
     pending: collections.deque = collections.deque()
@@ -112,9 +127,11 @@ def consume(
     client_id: str,
     seconds: float,
     max_bytes: int = 256 * 1024 * 1024,
+    security: Mapping[str, Any] | None = None,
 ) -> LoadResult:
     """Read ``topic`` from the beginning without a group, as fast as the
     broker lets through, for ``seconds`` or ``max_bytes`` of values.
+    ``security``: extra kafka-python connection settings (:func:`scram_settings`).
 
     Raises:
         SandboxError: a non-loopback bootstrap address.
@@ -129,6 +146,7 @@ def consume(
         group_id=None,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        **(security or {}),
     )
     received = records = 0
     start = time.monotonic()

@@ -1,13 +1,18 @@
-"""Local processes of the sandboxes (the Kafka broker, Spark's daemons):
-one registry of the children this process started, liveness, command lines,
-loopback ports, sandbox names and log tails."""
+"""Local processes of the sandboxes (the Kafka broker, Spark's daemons,
+Prometheus): one registry of the children this process started, liveness,
+command lines, process groups, loopback ports, sandbox names and log tails."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
+import signal
 import socket
 import subprocess
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from quotaform.errors import SandboxError
@@ -18,10 +23,19 @@ __all__ = [
     "LOG_TAIL_LINES",
     "check_name",
     "cmdline",
+    "free_port",
+    "group_members",
     "is_alive",
+    "log_tail",
     "port_open",
+    "reap",
+    "spawn_group",
     "tail_text",
+    "terminate_group",
+    "wait_for",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Children started by this process, by pid: polled instead of signalled,
 #: and reaped, so a dead child is never mistaken for a live zombie.
@@ -31,6 +45,8 @@ CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 LOG_TAIL_LINES = 30
 #: Seconds a process gets to exit after SIGTERM before SIGKILL.
 KILL_WAIT_S = 5.0
+
+_POLL_S = 0.2
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -97,3 +113,120 @@ def tail_text(text: str, lines: int) -> str:
     """The last ``lines`` non-blank lines of ``text`` (``(empty)`` if none)."""
     kept = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(kept[-lines:]) if kept else "(empty)"
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` non-blank lines of the file ``path`` (``""`` read if unreadable)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    return tail_text(text, lines)
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spawn_group(command: list[str], env: Mapping[str, str] | None, log_path: Path) -> int:
+    """Start ``command`` in a new session (its pid is its process group id),
+    stdout and stderr appended to ``log_path``, cwd its folder; registered in
+    :data:`CHILDREN`. ``env`` ``None``: this process's environment.
+
+    Returns:
+        The pid (= process group id).
+
+    Raises:
+        OSError: the command could not be executed.
+    """
+    log.info("starting %s", " ".join(command))
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            cwd=log_path.parent,
+            start_new_session=True,
+            close_fds=True,
+        )
+    CHILDREN[proc.pid] = proc
+    return proc.pid
+
+
+def wait_for(
+    ready: Callable[[], bool], pgid: int, log_path: Path, deadline: float, what: str
+) -> None:
+    """Poll ``ready()`` every 0.2 s until it is true.
+
+    Args:
+        pgid: the process whose death ends the wait with an error.
+        deadline: a :func:`time.monotonic` value.
+        what: names the process in errors (``"the Spark master"``).
+
+    Raises:
+        SandboxError: the process exited, or ``deadline`` passed (with the
+            tail of ``log_path``).
+    """
+    while not ready():
+        if not is_alive(pgid):
+            raise SandboxError(f"{what} exited while starting; {log_path}:\n{log_tail(log_path)}")
+        if time.monotonic() >= deadline:
+            raise SandboxError(f"{what} was not ready in time; {log_path}:\n{log_tail(log_path)}")
+        time.sleep(_POLL_S)
+
+
+def terminate_group(pgid: int, timeout_s: float) -> None:
+    """SIGTERM process group ``pgid``, SIGKILL after ``timeout_s`` seconds,
+    and wait until none of its members runs.
+
+    Raises:
+        SandboxError: the group survived SIGKILL.
+    """
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+        if _wait_group_exit(pgid, wait_s):
+            reap(pgid)
+            return
+        log.warning("process group %d ignored %s", pgid, sig.name)
+    raise SandboxError(f"Process group {pgid} survived SIGKILL; check it with ps.")
+
+
+def reap(pid: int) -> None:
+    """Forget child ``pid`` (collecting its exit status, so no zombie stays)."""
+    child = CHILDREN.pop(pid, None)
+    if child is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=1)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (non-zombie) pids of process group ``pgid``, from ``/proc``."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        # After the command name: state, ppid, pgrp.
+        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
+            found.append(int(entry.parent.name))
+    return found
+
+
+def _wait_group_exit(pgid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        child = CHILDREN.get(pgid)
+        if child is not None:
+            child.poll()
+        if not group_members(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)

@@ -16,16 +16,13 @@ This module never imports pyspark (the package is found on ``sys.path``).
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import importlib.util
 import json
 import logging
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,12 +36,16 @@ from quotaform.sandbox.jars import cache_root, find_java
 from quotaform.sandbox.processes import (
     CHILDREN,
     KILL_WAIT_S,
-    LOG_TAIL_LINES,
     check_name,
     cmdline,
+    free_port,
+    group_members,
     is_alive,
     port_open,
-    tail_text,
+    reap,
+    spawn_group,
+    terminate_group,
+    wait_for,
 )
 
 __all__ = [
@@ -182,17 +183,17 @@ def start_cluster(
     deadline = time.monotonic() + timeout_s
     pgids: list[int] = []
     try:
-        port = _free_port()
+        port = free_port()
         master_log = workdir / "master.log"
         pgids.append(
-            _spawn(
+            spawn_group(
                 [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
                  "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0"],
                 env, master_log,
             )
         )  # fmt: skip
         _save(states, name, {"kind": "cluster", "pgids": pgids, "workdir": str(workdir)})
-        _wait_for(
+        wait_for(
             lambda: port_open(port) and bool(_MASTER_UP.search(_read(master_log))),
             pgids[0], master_log, deadline, "the Spark master",
         )  # fmt: skip
@@ -203,7 +204,7 @@ def start_cluster(
             work = workdir / f"work-{number}"
             work.mkdir()
             pgids.append(
-                _spawn(
+                spawn_group(
                     [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker",
                      "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
                      "--webui-port", "0", "--work-dir", str(work), url],
@@ -213,8 +214,8 @@ def start_cluster(
             logs.append(worker_log)
             _save(states, name, {"kind": "cluster", "pgids": pgids, "workdir": str(workdir)})
         for pgid, worker_log in zip(pgids[1:], logs, strict=True):
-            _wait_for(
-                lambda path=worker_log: _REGISTERED in _read(path),
+            wait_for(
+                functools.partial(_registered, worker_log),
                 pgid, worker_log, deadline, f"the Spark worker ({worker_log.name})",
             )  # fmt: skip
         record = {
@@ -264,7 +265,7 @@ def start_connect_server(
     states, home, java, workdir = _fresh(name, state_dir)
     extra = {} if token is None else {"SPARK_CONNECT_AUTHENTICATE_TOKEN": token}
     env = _environment(home, java, workdir, extra=extra)
-    port = _free_port()
+    port = free_port()
     settings = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
@@ -286,10 +287,10 @@ def start_connect_server(
     server_log = workdir / "connect.log"
     pgids: list[int] = []
     try:
-        pgids.append(_spawn(command, env, server_log))
+        pgids.append(spawn_group(command, env, server_log))
         _save(states, name, {"kind": "connect", "pgids": pgids, "workdir": str(workdir)})
         deadline = time.monotonic() + timeout_s
-        _wait_for(lambda: port_open(port), pgids[0], server_log, deadline, "Spark Connect")
+        wait_for(lambda: port_open(port), pgids[0], server_log, deadline, "Spark Connect")
         remote = f"sc://127.0.0.1:{port}"
         _save(
             states,
@@ -334,7 +335,7 @@ def stop_spark(name: str, *, state_dir: Path | None = None, timeout_s: float = 1
     workdir = str(record.get("workdir", ""))
     for pgid in reversed([int(p) for p in record.get("pgids", [])]):
         if pgid in CHILDREN or (workdir and workdir in (cmdline(pgid) or "")):
-            _terminate_group(pgid, timeout_s)
+            terminate_group(pgid, timeout_s)
         else:
             _signal_group_if_ours(pgid, workdir)
     if workdir.startswith(tempfile.gettempdir()) and "quotaform-spark-" in workdir:
@@ -406,94 +407,16 @@ def _environment(
     return env
 
 
-def _spawn(command: list[str], env: Mapping[str, str], log_path: Path) -> int:
-    """Start ``command`` in a new session (its pid is its process group id),
-    output to ``log_path``; return the pid."""
-    log.info("starting %s", " ".join(command))
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            cwd=log_path.parent,
-            start_new_session=True,
-            close_fds=True,
-        )
-    CHILDREN[proc.pid] = proc
-    return proc.pid
-
-
-def _wait_for(ready: Any, pgid: int, log_path: Path, deadline: float, what: str) -> None:
-    while not ready():
-        if not is_alive(pgid):
-            raise SandboxError(f"{what} exited while starting; {log_path}:\n{_tail(log_path)}")
-        if time.monotonic() >= deadline:
-            raise SandboxError(f"{what} was not ready in time; {log_path}:\n{_tail(log_path)}")
-        time.sleep(_POLL_S)
-
-
-def _terminate_group(pgid: int, timeout_s: float) -> None:
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-        if _wait_group_exit(pgid, wait_s):
-            _reap(pgid)
-            return
-        log.warning("Spark process group %d ignored %s", pgid, sig.name)
-    raise SandboxError(f"Spark process group {pgid} survived SIGKILL; check it with ps.")
-
-
 def _signal_group_if_ours(pgid: int, workdir: str) -> None:
     """The leader is gone (or is another program now): kill what is left of
     the group only if one of its members still runs from ``workdir``
     (an executor outliving its worker)."""
     if not workdir:
         return
-    members = [pid for pid in _group_members(pgid) if workdir in (cmdline(pid) or "")]
+    members = [pid for pid in group_members(pgid) if workdir in (cmdline(pid) or "")]
     if members:
-        _terminate_group(pgid, KILL_WAIT_S)
-    _reap(pgid)
-
-
-def _reap(pid: int) -> None:
-    child = CHILDREN.pop(pid, None)
-    if child is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=1)
-
-
-def _group_members(pgid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = entry.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        # After the command name: state, ppid, pgrp.
-        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
-            found.append(int(entry.parent.name))
-    return found
-
-
-def _wait_group_exit(pgid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        child = CHILDREN.get(pgid)
-        if child is not None:
-            child.poll()
-        if not _group_members(pgid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        terminate_group(pgid, KILL_WAIT_S)
+    reap(pgid)
 
 
 # -- state and logs -------------------------------------------------------------
@@ -507,12 +430,12 @@ def _save(states: Path, name: str, record: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _registered(worker_log: Path) -> bool:
+    return _REGISTERED in _read(worker_log)
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def _tail(path: Path) -> str:
-    return tail_text(_read(path), LOG_TAIL_LINES)

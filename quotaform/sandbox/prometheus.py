@@ -1,0 +1,429 @@
+"""A local Prometheus server for the live-metrics tests and recordings.
+
+The binary is built once from the Go module proxy and cached like the Kafka
+jars::
+
+    <cache>/prometheus-v0.316.0/prometheus      # renamed into place when complete
+    <cache>/prometheus-v0.316.0/.build.lock     # one build at a time, across processes
+
+``go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@v0.316.0``:
+the tag drops the service-discovery plugins (static targets are all a sandbox
+needs), which makes the build about 3 minutes and 75 MB on 2 cores from an
+empty module cache. ``go install`` sets no version string (``--version`` prints
+none) and embeds no web UI assets; the HTTP API (``/api/v1/query_range``) is
+complete.
+
+:func:`start_prometheus` runs it on a free 127.0.0.1 port with a generated
+``prometheus.yml`` (job ``kafka``, static targets), in its own process group,
+storing its TSDB and log in a state directory the caller owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quotaform.errors import SandboxError
+from quotaform.sandbox.jars import cache_root
+from quotaform.sandbox.processes import (
+    CHILDREN,
+    LOG_TAIL_LINES,
+    cmdline,
+    free_port,
+    is_alive,
+    log_tail,
+    spawn_group,
+    tail_text,
+    terminate_group,
+    wait_for,
+)
+
+__all__ = [
+    "PROMETHEUS_MODULE",
+    "PROMETHEUS_VERSION",
+    "PrometheusServer",
+    "basic_auth_web_config",
+    "ensure_prometheus",
+    "prometheus_path",
+    "query_range",
+    "start_prometheus",
+    "stop_prometheus",
+]
+
+log = logging.getLogger(__name__)
+
+#: The Prometheus release the sandbox builds (a Go module version of the
+#: ``github.com/prometheus/prometheus`` module, i.e. Prometheus 3.x).
+PROMETHEUS_VERSION = "v0.316.0"
+#: The main package ``go install`` builds.
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus/cmd/prometheus"
+#: Drops every service-discovery plugin: static targets only, a far smaller build.
+_BUILD_TAGS = "remove_all_sd"
+_BUILD_TIMEOUT_S = 1800
+_START_ATTEMPTS = 3
+_READY_LINE = "Server is ready to receive web requests"
+
+
+def prometheus_path(cache_dir: Path | None = None) -> Path:
+    """Where the cached binary lives (it may not exist):
+    ``<cache>/prometheus-v0.316.0/prometheus``."""
+    return (cache_dir or cache_root()) / f"prometheus-{PROMETHEUS_VERSION}" / "prometheus"
+
+
+def ensure_prometheus(
+    on_progress: Callable[[str], None] | None = None,
+    *,
+    cache_dir: Path | None = None,
+    timeout_s: float = _BUILD_TIMEOUT_S,
+) -> Path:
+    """Return the cached Prometheus binary, building it with ``go install`` if absent.
+
+    The build writes into a temporary ``GOBIN`` inside the cache folder; the
+    binary is renamed into place only when ``go`` succeeded, so a killed build
+    is never used. A lock file makes a second process wait for the first
+    one's build instead of building again. ``GOMODCACHE`` and ``GOPROXY`` are
+    the caller's (Go's defaults: ``~/go/pkg/mod``, ``proxy.golang.org``).
+
+    Args:
+        on_progress: called with one human-readable line per step.
+        cache_dir: cache root; ``None`` means :func:`cache_root`.
+        timeout_s: seconds the build may take (about 3 minutes from an empty
+            module cache on 2 cores; seconds with a warm one).
+
+    Returns:
+        The path of the executable ``prometheus``.
+
+    Raises:
+        SandboxError: ``go`` is not on ``PATH``, the build failed or timed out
+            (with the tail of its output).
+    """
+    binary = prometheus_path(cache_dir)
+    if _executable(binary):
+        return binary
+    go = shutil.which("go")
+    if go is None:
+        raise SandboxError(
+            "Go (go) not found on PATH; quotaform builds Prometheus "
+            f"{PROMETHEUS_VERSION} from the Go module proxy once and caches it in "
+            f"{binary.parent}. Install Go 1.24+ (https://go.dev/dl/) or put a "
+            f"Prometheus 3 binary at {binary}."
+        )
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(binary.parent):
+        if _executable(binary):  # built by another process while we waited
+            return binary
+        gobin = Path(tempfile.mkdtemp(prefix="gobin.partial-", dir=binary.parent))
+        try:
+            _progress(
+                on_progress,
+                f"Building Prometheus {PROMETHEUS_VERSION} with go install "
+                "(once; a few minutes) ...",
+            )
+            started = time.monotonic()
+            _go_install(go, gobin, timeout_s)
+            built = gobin / "prometheus"
+            if not _executable(built):
+                raise SandboxError(
+                    f"go install finished but left no executable prometheus in {gobin}."
+                )
+            os.replace(built, binary)
+        finally:
+            shutil.rmtree(gobin, ignore_errors=True)
+    _progress(
+        on_progress,
+        f"Prometheus {PROMETHEUS_VERSION} built in {time.monotonic() - started:.0f} s: {binary}",
+    )
+    return binary
+
+
+def _go_install(go: str, gobin: Path, timeout_s: float) -> None:
+    cmd = [go, "install", "-tags", _BUILD_TAGS, f"{PROMETHEUS_MODULE}@{PROMETHEUS_VERSION}"]
+    env = {**os.environ, "GOBIN": str(gobin), "CGO_ENABLED": "0"}
+    log.info("running GOBIN=%s %s", gobin, " ".join(cmd))
+    try:
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            cwd=gobin,  # outside any Go module of the caller
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SandboxError(
+            f"Building Prometheus ({' '.join(cmd)}) did not finish within {timeout_s:g} s; "
+            "check network access to the Go module proxy (GOPROXY) and retry."
+        ) from exc
+    except OSError as exc:
+        raise SandboxError(f"Could not run {go}: {exc}") from exc
+    if proc.returncode != 0:
+        raise SandboxError(
+            f"Building Prometheus failed (exit {proc.returncode}): {' '.join(cmd)}. "
+            "Check the Go version (1.24+) and access to the Go module proxy. "
+            f"Output (tail):\n{tail_text(proc.stdout + proc.stderr, LOG_TAIL_LINES)}"
+        )
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    with open(folder / ".build.lock", "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+# -- the server -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusServer:
+    """A running Prometheus started by :func:`start_prometheus`.
+
+    Attributes:
+        url: ``http://127.0.0.1:PORT`` (``https://`` with a TLS web config),
+            the base of ``/api/v1/query_range``.
+        port: the loopback port it listens on.
+        pid: its process id, also its process group id.
+        state_dir: the caller's folder holding ``prometheus.yml``, ``data/``
+            (the TSDB) and ``prometheus.log``.
+        log_path: its stdout and stderr.
+        targets: the ``host:port`` targets of job ``kafka``.
+    """
+
+    url: str
+    port: int
+    pid: int
+    state_dir: Path
+    log_path: Path
+    targets: tuple[str, ...]
+
+
+def start_prometheus(
+    targets: Sequence[str],
+    *,
+    state_dir: Path,
+    scrape_interval_s: float = 1.0,
+    web_config: Mapping[str, Any] | None = None,
+    binary: Path | None = None,
+    timeout_s: float = 60.0,
+    on_progress: Callable[[str], None] | None = None,
+) -> PrometheusServer:
+    """Start Prometheus scraping ``targets`` (job ``kafka``, path ``/metrics``)
+    on a free 127.0.0.1 port and return once it is ready.
+
+    Args:
+        targets: ``127.0.0.1:PORT`` of each exporter.
+        state_dir: a folder for the config, TSDB and log (created; left in
+            place by :func:`stop_prometheus` so the caller can read the log).
+        scrape_interval_s: seconds between scrapes (the scrape timeout is the same).
+        web_config: the content of Prometheus' ``--web.config.file``, e.g.
+            ``{"basic_auth_users": {"alice": "<bcrypt hash>"}}`` (see
+            :func:`basic_auth_web_config`) and/or ``{"tls_server_config":
+            {"cert_file": ..., "key_file": ...}}`` (then ``url`` is https).
+            With it readiness is read from the log, not probed over HTTP.
+        binary: the executable; ``None``: :func:`ensure_prometheus` (may build it).
+        timeout_s: seconds allowed until ready.
+        on_progress: called with one human-readable line per step.
+
+    Returns:
+        The running server.
+
+    Raises:
+        SandboxError: no binary (see :func:`ensure_prometheus`), the server
+            exited or was not ready in time (the tail of its log). A server
+            that started but failed is stopped again.
+    """
+    executable = binary or ensure_prometheus(on_progress)
+    if not targets:
+        raise SandboxError("start_prometheus needs at least one scrape target")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    config = state_dir / "prometheus.yml"
+    config.write_text(_config_text(targets, scrape_interval_s), encoding="utf-8")
+    web_args: list[str] = []
+    scheme = "http"
+    if web_config is not None:
+        web_file = state_dir / "web.yml"
+        # JSON is YAML: Prometheus reads this file as YAML.
+        web_file.write_text(json.dumps(dict(web_config), indent=2) + "\n", encoding="utf-8")
+        web_args = [f"--web.config.file={web_file}"]
+        if "tls_server_config" in web_config:
+            scheme = "https"
+    log_path = state_dir / "prometheus.log"
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        port = free_port()
+        command = [
+            str(executable),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={state_dir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            *web_args,
+        ]
+        log_path.write_bytes(b"")
+        pid = spawn_group(command, None, log_path)
+        server = PrometheusServer(
+            url=f"{scheme}://127.0.0.1:{port}",
+            port=port,
+            pid=pid,
+            state_dir=state_dir,
+            log_path=log_path,
+            targets=tuple(targets),
+        )
+        _progress(on_progress, f"Started Prometheus (pid {pid}) on {server.url}")
+        ready = _log_says_ready if web_config is not None else _ready_probe
+        try:
+            wait_for(
+                functools.partial(ready, server),
+                pid,
+                log_path,
+                time.monotonic() + timeout_s,
+                "Prometheus",
+            )
+        except SandboxError:
+            stop_prometheus(server)
+            if "address already in use" in log_tail(log_path).lower() and attempt < _START_ATTEMPTS:
+                _progress(on_progress, "Port taken meanwhile; retrying with a new port")
+                continue
+            raise
+        except BaseException:
+            stop_prometheus(server)
+            raise
+        return server
+    raise AssertionError("unreachable")
+
+
+def stop_prometheus(server: PrometheusServer, *, timeout_s: float = 10.0) -> None:
+    """Stop ``server``'s process group (SIGTERM, SIGKILL after ``timeout_s``).
+
+    A pid that is no longer that server (its config path not on the command
+    line) is never signalled. The state folder is left in place.
+
+    Raises:
+        SandboxError: the process survived SIGKILL.
+    """
+    ours = server.pid in CHILDREN or str(server.state_dir) in (cmdline(server.pid) or "")
+    if ours and is_alive(server.pid):
+        terminate_group(server.pid, timeout_s)
+    CHILDREN.pop(server.pid, None)
+
+
+def query_range(
+    url: str,
+    query: str,
+    *,
+    start: float,
+    end: float,
+    step_s: float,
+    timeout_s: float = 30.0,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """The raw body of ``GET {url}/api/v1/query_range`` (a loopback server only).
+
+    Args:
+        url: ``http://127.0.0.1:PORT`` (see :attr:`PrometheusServer.url`).
+        query: PromQL, e.g. ``{__name__=~"kafka_server_produce_.*"}``.
+        start, end: unix seconds.
+        step_s: seconds between points.
+        headers: extra request headers (e.g. ``Authorization``).
+
+    Returns:
+        The response body, a ``query_range`` JSON document, unchanged.
+
+    Raises:
+        SandboxError: not a loopback URL, no answer, or a non-200 status
+            (with the start of Prometheus' error body).
+    """
+    if not url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")):
+        raise SandboxError(f"query_range is only sent to 127.0.0.1, not to {url}")
+    params = urllib.parse.urlencode(
+        {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
+    )
+    request = urllib.request.Request(
+        f"{url}/api/v1/query_range?{params}", headers=dict(headers or {})
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()[:500].decode("utf-8", errors="replace")
+        raise SandboxError(f"Prometheus query_range answered {exc.code}: {body}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise SandboxError(f"Prometheus query_range on {url} failed: {exc}") from exc
+
+
+def basic_auth_web_config(users: Mapping[str, str], *, rounds: int = 10) -> dict[str, Any]:
+    """A ``--web.config.file`` content requiring HTTP basic auth of ``users``
+    (``{name: password}``), passwords stored as bcrypt hashes as Prometheus wants.
+
+    Raises:
+        SandboxError: the ``bcrypt`` package is not installed (``pip install bcrypt``;
+            it is in quotaform's ``dev`` extra).
+    """
+    try:
+        import bcrypt
+    except ImportError as exc:
+        raise SandboxError(
+            "basic auth for Prometheus needs bcrypt hashes: pip install bcrypt"
+        ) from exc
+    return {
+        "basic_auth_users": {
+            name: bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds)).decode()
+            for name, password in sorted(users.items())
+        }
+    }
+
+
+def _config_text(targets: Sequence[str], scrape_interval_s: float) -> str:
+    interval = f"{max(1, round(scrape_interval_s * 1000))}ms"
+    config = {
+        "global": {"scrape_interval": interval, "scrape_timeout": interval},
+        "scrape_configs": [
+            {
+                "job_name": "kafka",
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": list(targets)}],
+            }
+        ],
+    }
+    # JSON is YAML: no YAML writer needed for a generated file.
+    return json.dumps(config, indent=2) + "\n"
+
+
+def _ready_probe(server: PrometheusServer) -> bool:
+    try:
+        with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _log_says_ready(server: PrometheusServer) -> bool:
+    try:
+        return _READY_LINE in server.log_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def _progress(on_progress: Callable[[str], None] | None, message: str) -> None:
+    log.info("%s", message)
+    if on_progress is not None:
+        on_progress(message)
