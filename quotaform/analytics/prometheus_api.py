@@ -31,12 +31,13 @@ import base64
 import http.client
 import json
 import math
+import re
 import shutil
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -67,6 +68,7 @@ __all__ = [
     "fetch_usage",
     "load_auth",
     "redact_url",
+    "selector",
     "split_range",
 ]
 
@@ -280,6 +282,25 @@ def _checked_url(url: str) -> str:
             f"{ENVIRONMENT['token_file']}, or give --prometheus-config FILE"
         )
     return url.rstrip("/")
+
+
+_MATCHER = re.compile(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*$')
+
+
+def selector(matchers: Sequence[str] = ()) -> str:
+    """:data:`~quotaform.analytics.exporters.LIVE_SELECTOR` narrowed by
+    PromQL label matchers (``job="kafka"``, ``env=~"prod.*"``), e.g. to one
+    estate's brokers.
+
+    Raises:
+        AnalyticsError: a matcher that is not ``LABEL OP "VALUE"``.
+    """
+    for matcher in matchers:
+        if not _MATCHER.match(matcher):
+            raise AnalyticsError(
+                f'--prometheus-match {matcher!r}: expected LABEL="VALUE" (or !=, =~, !~)'
+            )
+    return LIVE_SELECTOR[:-1] + "".join(f", {m.strip()}" for m in matchers) + "}"
 
 
 @dataclass(frozen=True, slots=True)

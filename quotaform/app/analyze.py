@@ -37,6 +37,7 @@ from quotaform.analytics.prometheus_api import (
     default_step,
     fetch_usage,
     load_auth,
+    selector,
 )
 from quotaform.analytics.usage import LabelMap, UsageFormat, usage_clusters
 from quotaform.app.common import ConnectionOptions, View, target
@@ -90,6 +91,8 @@ class UsageOptions:
             (authorization, basic_auth, tls_config); without it the
             ``QUOTAFORM_PROMETHEUS_*`` environment variables.
         prometheus_ca_file: the CA of the server's TLS certificate.
+        prometheus_match: PromQL label matchers narrowing the series queried
+            (``job="kafka"``).
         metric: the usage metric of Prometheus series without ``__name__``
             (``--metric``: a usage metric or exporter metric name).
     """
@@ -110,6 +113,7 @@ class UsageOptions:
     prometheus_config: Path | None = None
     prometheus_ca_file: Path | None = None
     metric: str | None = None
+    prometheus_match: tuple[str, ...] = ()
 
 
 def _utc(when: datetime | None) -> datetime | None:
@@ -214,6 +218,7 @@ def _with_prometheus(request: AnalyzeCommandRequest, scratch: Path) -> AnalyzeCo
         start=since,
         end=until,
         step_s=usage.step_s or default_step(since, until),
+        selector=selector(usage.prometheus_match),
         auth=load_auth(
             os.environ, config=usage.prometheus_config, ca_file=usage.prometheus_ca_file
         ),

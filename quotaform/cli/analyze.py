@@ -115,6 +115,16 @@ PrometheusCa = Annotated[
         show_default=False,
     ),
 ]
+PrometheusMatch = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--prometheus-match",
+        metavar="MATCHER",
+        help='A PromQL label matcher the queried series must meet (repeatable): job="kafka", '
+        'env=~"prod.*".',
+        show_default=False,
+    ),
+]
 MetricOption = Annotated[
     str | None,
     typer.Option(
@@ -274,6 +284,7 @@ def _usage(
     step: Step = None,
     prometheus_config: PrometheusConfig = None,
     prometheus_ca_file: PrometheusCa = None,
+    prometheus_match: PrometheusMatch = None,
     metric: MetricOption = None,
     engine: EngineOption = Engine.auto,
     master: Master = None,
@@ -306,6 +317,7 @@ def _usage(
         step_s=_duration(step) if step is not None else None,
         prometheus_config=prometheus_config,
         prometheus_ca_file=prometheus_ca_file,
+        prometheus_match=tuple(prometheus_match or ()),
         metric=metric,
     )
 
