@@ -160,7 +160,11 @@ def set_quotas(
         SandboxError: kafka-configs failed.
     """
     for entity, values in quotas:
-        settings = ",".join(f"{key}={value:g}" for key, value in values.items())
+        # whole values in full: "{:g}" would send 1048576 as 1.04858e+06 (= 1048580)
+        settings = ",".join(
+            f"{key}={int(value) if float(value).is_integer() else value}"
+            for key, value in values.items()
+        )
         proc = run_config_command(
             ["--command-config", str(config), "--alter", *entity, "--add-config", settings],
             bootstrap=broker.bootstrap,
@@ -291,10 +295,15 @@ def run_scenario_load(
 
 
 def _create_topic_as(broker: SandboxBroker, user: str, password: str, run: LoadRun) -> None:
+    """Alice's 30-partition CreateTopics. The connection may be refused by the
+    scenario's own ip quota (3 connections/s, bursts of 60): it is tried
+    again, three times at most, a second or more apart."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
+    from kafka.errors import KafkaConnectionError
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-    try:
+    def create() -> None:
         admin = KafkaAdminClient(
             bootstrap_servers=broker.bootstrap, **scram_settings(user, password)
         )
@@ -302,6 +311,16 @@ def _create_topic_as(broker: SandboxBroker, user: str, password: str, run: LoadR
             admin.create_topics([NewTopic(f"{user}-many", 30, 1)])
         finally:
             admin.close()
+
+    try:
+        for attempt in Retrying(
+            retry=retry_if_exception_type(KafkaConnectionError),
+            stop=stop_after_attempt(3),
+            wait=wait_fixed(1.5),
+            reraise=True,
+        ):
+            with attempt:
+                create()
         run.topic_created = time.time()
     except Exception as exc:
         run.errors[f"{user} CreateTopics"] = f"{type(exc).__name__}: {exc}"
