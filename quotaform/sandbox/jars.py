@@ -247,35 +247,16 @@ def ensure_kafka_jars(
     if _marker(libs) == marker:
         return libs
 
-    mvn = find_maven()
-    version_dir.mkdir(parents=True, exist_ok=True)
-    pom = version_dir / "pom.xml"
-    pom.write_text(pom_text, encoding="utf-8")
-    staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=version_dir))
-    try:
-        _progress(on_progress, f"Fetching Kafka {version} jars from Maven Central ...")
-        _run_maven(mvn, pom, staging, f"org.apache.kafka:kafka_2.13:{version}")
-        if not any(staging.glob("kafka_2.13-*.jar")):
-            raise SandboxError(
-                f"Maven finished but no kafka_2.13 jar landed in {staging}; "
-                f"check org.apache.kafka:kafka_2.13:{version} exists on Maven Central."
-            )
-        (staging / _COMPLETE_MARKER).write_text(marker, encoding="utf-8")
-        if libs.exists() and _marker(libs) != marker:
-            # Incomplete, or an older set (e.g. before kafka-tools): moved aside
-            # first, so a reader never sees a half-replaced folder.
-            aside = Path(tempfile.mkdtemp(prefix="libs.old-", dir=version_dir))
-            with contextlib.suppress(OSError):
-                libs.rename(aside / "libs")
-            shutil.rmtree(aside, ignore_errors=True)
-        try:
-            staging.rename(libs)
-        except OSError:
-            # Another process finished first; its copy is as good as ours.
-            if _marker(libs) != marker:
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    def check(staging: Path) -> str | None:
+        if any(staging.glob("kafka_2.13-*.jar")):
+            return None
+        return (
+            f"Maven finished but no kafka_2.13 jar landed in {staging}; "
+            f"check org.apache.kafka:kafka_2.13:{version} exists on Maven Central."
+        )
+
+    _progress(on_progress, f"Fetching Kafka {version} jars from Maven Central ...")
+    _fetch_with_maven(libs, pom_text, f"org.apache.kafka:kafka_2.13:{version}", marker, check=check)
     _progress(on_progress, f"Kafka {version} jars cached in {libs}")
     return libs
 
@@ -316,41 +297,79 @@ def ensure_jmx_exporter(
     marker = f"{version}\n"
     if _marker(jars) == marker:
         return jars
-    mvn = find_maven()
-    version_dir.mkdir(parents=True, exist_ok=True)
-    pom = version_dir / "pom.xml"
     dependencies = "\n".join(
         f"    <dependency><groupId>io.prometheus.jmx</groupId><artifactId>{artifact}</artifactId>"
         f"<version>{version}</version></dependency>"
         for artifact in _JMX_EXPORTER_ARTIFACTS
     )
-    pom.write_text(_JMX_EXPORTER_POM.format(dependencies=dependencies), encoding="utf-8")
-    staging = Path(tempfile.mkdtemp(prefix="jars.partial-", dir=version_dir))
-    coords = f"io.prometheus.jmx:jmx_prometheus_javaagent:{version}"
-    try:
-        _progress(
-            on_progress, f"Fetching the Prometheus JMX exporter {version} from Maven Central ..."
-        )
-        _run_maven(mvn, pom, staging, coords, transitive=False)
+
+    def check(staging: Path) -> str | None:
         missing = [
             a for a in _JMX_EXPORTER_ARTIFACTS if not (staging / f"{a}-{version}.jar").is_file()
         ]
-        if missing:
-            raise SandboxError(
-                f"Maven finished but {', '.join(missing)} did not land in {staging}; "
-                f"check io.prometheus.jmx:{missing[0]}:{version} exists on Maven Central."
-            )
+        if not missing:
+            return None
+        return (
+            f"Maven finished but {', '.join(missing)} did not land in {staging}; "
+            f"check io.prometheus.jmx:{missing[0]}:{version} exists on Maven Central."
+        )
+
+    _progress(on_progress, f"Fetching the Prometheus JMX exporter {version} from Maven Central ...")
+    _fetch_with_maven(
+        jars,
+        _JMX_EXPORTER_POM.format(dependencies=dependencies),
+        f"io.prometheus.jmx:jmx_prometheus_javaagent:{version}",
+        marker,
+        check=check,
+        transitive=False,
+    )
+    _progress(on_progress, f"JMX exporter {version} cached in {jars}")
+    return jars
+
+
+def _fetch_with_maven(
+    dest: Path,
+    pom_text: str,
+    coords: str,
+    marker: str,
+    *,
+    check: Callable[[Path], str | None],
+    transitive: bool = True,
+) -> None:
+    """Fetch ``pom_text``'s dependencies with Maven into ``dest`` (a folder in
+    its version folder): into a temporary sibling first, checked by ``check``
+    (``None``: complete, else the error), marked complete with ``marker``,
+    then renamed into place, so a reader never sees a half-filled folder and
+    an interrupted fetch is never reused. An incomplete or older ``dest`` is
+    moved aside first; another process finishing first is as good.
+
+    Raises:
+        SandboxError: ``mvn`` missing, Maven failed, or ``check``'s error.
+    """
+    mvn = find_maven()
+    version_dir = dest.parent
+    version_dir.mkdir(parents=True, exist_ok=True)
+    pom = version_dir / "pom.xml"
+    pom.write_text(pom_text, encoding="utf-8")
+    staging = Path(tempfile.mkdtemp(prefix=f"{dest.name}.partial-", dir=version_dir))
+    try:
+        _run_maven(mvn, pom, staging, coords, transitive=transitive)
+        problem = check(staging)
+        if problem is not None:
+            raise SandboxError(problem)
         (staging / _COMPLETE_MARKER).write_text(marker, encoding="utf-8")
-        shutil.rmtree(jars, ignore_errors=True)  # an incomplete earlier fetch
+        if dest.exists() and _marker(dest) != marker:
+            aside = Path(tempfile.mkdtemp(prefix=f"{dest.name}.old-", dir=version_dir))
+            with contextlib.suppress(OSError):
+                dest.rename(aside / dest.name)
+            shutil.rmtree(aside, ignore_errors=True)
         try:
-            staging.rename(jars)
+            staging.rename(dest)
         except OSError:
-            if _marker(jars) != marker:  # else another process finished first
+            if _marker(dest) != marker:  # else another process finished first
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _progress(on_progress, f"JMX exporter {version} cached in {jars}")
-    return jars
 
 
 def _pom(version: str) -> str:
