@@ -211,6 +211,11 @@ def _with_prometheus(request: AnalyzeCommandRequest, scratch: Path) -> AnalyzeCo
         if usage.step_s is not None:
             raise AnalyticsError("--step is the resolution of --prometheus queries: give both")
         return request
+    if usage.usage_format not in (UsageFormat.auto, UsageFormat.prometheus):
+        raise AnalyticsError(
+            f"--usage-format {usage.usage_format.value}: --prometheus answers are query_range "
+            "JSON; read other files in a run of their own"
+        )
     until = _utc(usage.until) or datetime.now(UTC)
     since = _utc(usage.since) or until - DEFAULT_RANGE
     query = PrometheusQuery(

@@ -465,3 +465,15 @@ def test_credentials_never_go_in_the_url(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "hunter2" not in result.output + result.stderr
     assert "credentials do not go in the URL" in result.stderr
+
+
+def test_prometheus_answers_are_not_read_as_another_format(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--prometheus",
+            "http://127.0.0.1:9", "--usage-format", "jmxtool", "--out", str(tmp_path),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "--usage-format jmxtool: --prometheus answers are query_range JSON" in result.stderr
