@@ -657,7 +657,10 @@ class StoragePolicySpec(BaseModel):
     model_config = _CONFIG
 
     soft: LimitSpec = Field(description="Where throttling starts.")
-    hard: LimitSpec = Field(description="Where produce is paused (pauseRate).")
+    hard: LimitSpec = Field(
+        description="Where produce is paused (pauseRate). May equal soft (the released "
+        "Strimzi plug-in's single limit: OPEN, then PAUSE); never before it."
+    )
     stale_after: float | int | str = Field(
         default="5m",
         alias="staleAfter",
@@ -718,19 +721,22 @@ class StoragePolicySpec(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> StoragePolicySpec:
         soft, hard = self.soft.to_limit(), self.hard.to_limit()
+        # Equal levels are allowed: the released Strimzi plug-in has one
+        # limit, written as soft = hard; the volume goes from OPEN to PAUSE.
         if soft.type is hard.type:
-            looser = (
-                soft.level < hard.level
+            inverted = (
+                soft.level > hard.level
                 if soft.type is LimitType.CONSUMED_BYTES
-                else soft.level > hard.level
+                else soft.level < hard.level
             )
-            if not looser:
+            if inverted:
                 raise ValueError(
-                    f"the soft limit ({soft}) must be reached before the hard limit ({hard}): "
+                    f"the soft limit ({soft}) must be reached before the hard limit ({hard}) "
+                    "or with it: "
                     + (
-                        "for ConsumedBytes the soft level is the smaller"
+                        "for ConsumedBytes the soft level is the smaller or equal"
                         if soft.type is LimitType.CONSUMED_BYTES
-                        else f"for {soft.type.value} the soft level is the larger"
+                        else f"for {soft.type.value} the soft level is the larger or equal"
                     )
                 )
         return self
