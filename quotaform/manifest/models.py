@@ -606,7 +606,9 @@ class LimitSpec(BaseModel):
     )
     level: float | int | str = Field(
         description="Bytes for ConsumedBytes and MinFreeBytes (50GiB, 1TB, 1073741824); "
-        'a percentage of capacity for MinFreePercentage (5, "5%", 0 < level < 100).'
+        'a percentage of capacity for MinFreePercentage, written "10%" or as a number '
+        "1..100 meaning percent (10). A bare number below 1 (Strimzi's ratio spelling, "
+        '0.1) is refused as ambiguous: write "10%" (or "0.5%" for half a percent).'
     )
 
     @field_validator("type", mode="after")
@@ -620,10 +622,15 @@ class LimitSpec(BaseModel):
                 "MinFreePercentage"
             ) from None
 
-    @model_validator(mode="after")
-    def _check_level(self) -> LimitSpec:
-        self.to_limit()
-        return self
+    @field_validator("level", mode="after")
+    @classmethod
+    def _check_level(cls, value: float | str, info: ValidationInfo) -> float | str:
+        # A field validator (not a model one) so an error names the level's
+        # own line; the type is validated first (field order) and, when it
+        # is bad, reported alone.
+        if "type" in info.data:
+            _level(LimitType.parse(info.data["type"]), value)
+        return value
 
     def to_limit(self) -> Limit:
         """The :class:`~quotaform.plan.storage.Limit` (level in bytes or %).
@@ -633,17 +640,45 @@ class LimitSpec(BaseModel):
                 0..100 (MinFreePercentage).
         """
         kind = LimitType.parse(self.type)
-        if kind is LimitType.MIN_FREE_PERCENTAGE:
-            level = parse_quota_value("request_percentage", self.level)
-            if not 0 < level < 100:
-                raise ValueError(f"a MinFreePercentage level is within 0..100, got {level:g}")
-            return Limit(kind, level)
-        try:
-            return Limit(kind, parse_quota_value("producer_byte_rate", self.level))
-        except ValueError as exc:
-            raise ValueError(
-                str(exc).replace("producer_byte_rate", f"{kind.value} level")
-            ) from None
+        return Limit(kind, _level(kind, self.level))
+
+
+def _level(kind: LimitType, value: object) -> float:
+    """A limit's level: bytes, or percent for MinFreePercentage (:func:`_parse_percent`)."""
+    if kind is LimitType.MIN_FREE_PERCENTAGE:
+        level = _parse_percent(value, example="10%")
+        if not 0 < level < 100:
+            raise ValueError(f"a MinFreePercentage level is within 0..100, got {level:g}")
+        return level
+    try:
+        return parse_quota_value("producer_byte_rate", value)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("producer_byte_rate", f"{kind.value} level")) from None
+
+
+def _parse_percent(value: object, *, example: str) -> float:
+    """Percent from ``"10%"``, ``"0.5%"`` or a number 1..100 meaning percent
+    (``10``): the one rule for every percentage of ``storagePolicy``.
+
+    A number below 1 without ``%`` is refused: Strimzi's settings are ratios
+    (``0.1`` = 10 %), so it cannot be told from a small percentage.
+
+    Raises:
+        ValueError: not a number or percentage, not above 0, or ambiguous;
+            ``example`` (``"10%"``) is the spelling the message suggests.
+    """
+    marked = isinstance(value, str) and value.strip().endswith("%")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a percentage such as {example}, got {render_raw(value)}")
+    percent = parse_quota_value("request_percentage", value)
+    if not marked and percent < 1:
+        written = f"{percent * 100:g}%"
+        raise ValueError(
+            f"{render_raw(value)} is ambiguous: Strimzi writes a ratio (0..1) where "
+            f'quotaform reads percent; write "{written}" (or {percent * 100:g}) for '
+            f'{percent * 100:g} %, or "{percent:g}%" for {percent:g} %'
+        )
+    return percent
 
 
 class StoragePolicySpec(BaseModel):
@@ -691,9 +726,11 @@ class StoragePolicySpec(BaseModel):
     )
     hysteresis: float | int | str = Field(
         default="5%",
-        description="The factor's step (5%, or 0.05): factors are rounded down to "
-        "multiples of it and quotas are rewritten only when the state changes or the "
-        "factor moves by more than one step. Within 0..50%.",
+        description='The factor\'s step in percent, written "5%" or as a number 1..50 '
+        "meaning percent (5); a bare number below 1 (0.05) is refused as ambiguous, as "
+        "for MinFreePercentage levels. Factors are rounded down to multiples of it and "
+        "quotas are rewritten only when the state changes or the factor moves by more "
+        "than one step. Above 0, at most 50%.",
     )
 
     _no_null = field_validator(
@@ -759,12 +796,8 @@ class StoragePolicySpec(BaseModel):
 
 
 def _parse_step(value: object) -> float:
-    if isinstance(value, str) and value.strip().endswith("%"):
-        step = parse_quota_value("request_percentage", value) / 100.0
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        step = float(value)
-    else:
-        raise ValueError(f"hysteresis is a share such as 5% or 0.05, got {render_raw(value)}")
+    """The hysteresis step as a share (``"5%"`` or ``5`` -> 0.05)."""
+    step = _parse_percent(value, example="5%") / 100.0
     if not 0 < step <= 0.5:
         raise ValueError(f"hysteresis must be above 0 and at most 50%, got {render_raw(value)}")
     return step
