@@ -567,20 +567,50 @@ class Metadata(BaseModel):
 
 _DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+# ISO-8601 as java.time.Duration reads it (Strimzi's settings): days, then
+# after T hours, minutes, seconds; no years or months (not a fixed length).
+_ISO_DURATION_RE = re.compile(
+    rf"^P(?:(?P<d>{_NUMBER})D)?(?:T(?=[0-9])(?:(?P<h>{_NUMBER})H)?(?:(?P<m>{_NUMBER})M)?"
+    rf"(?:(?P<s>{_NUMBER})S)?)?$",
+    re.IGNORECASE,
+)
+_ISO_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+_DURATION_EXAMPLES = "30s, 5m, 1h, or ISO-8601 PT30S, PT5M, PT1H30M"
+
+
+def _iso_duration(text: str) -> float:
+    match = _ISO_DURATION_RE.match(text)
+    parts = {} if match is None else {u: v for u, v in match.groupdict().items() if v}
+    if not parts:
+        raise ValueError(
+            f"{render_raw(text)} is not an ISO-8601 duration: after P give days (P1D), "
+            "after T hours, minutes or seconds, each a number before its unit "
+            "(PT30S, PT5M, PT1H30M)"
+        )
+    return sum(float(v) * _ISO_UNITS[u] for u, v in parts.items())
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from ``30``, ``"30s"``, ``"5m"``, ``"1h"``, ``"1.5d"``, ``"500ms"``.
+    """Seconds from ``30``, ``"30s"``, ``"5m"``, ``"1h"``, ``"1.5d"``,
+    ``"500ms"``, or ISO-8601 (``"PT30S"``, ``"PT5M"``, ``"PT1H30M"``,
+    ``"P1D"``; Strimzi's spelling, any case).
 
     Raises:
         ValueError: anything else, or not above 0.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {render_raw(value)}")
-    if isinstance(value, str):
+        raise ValueError(
+            f"expected a duration such as {_DURATION_EXAMPLES}, got {render_raw(value)}"
+        )
+    if isinstance(value, str) and value.strip()[:1] in ("P", "p"):
+        seconds = _iso_duration(value.strip())
+    elif isinstance(value, str):
         match = _DURATION_RE.match(value)
         if match is None:
-            raise ValueError(f"{render_raw(value)} is not a duration (examples: 30s, 5m, 1h)")
+            raise ValueError(
+                f"{render_raw(value)} is not a duration (examples: {_DURATION_EXAMPLES})"
+            )
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     else:
         seconds = float(value)
@@ -700,7 +730,7 @@ class StoragePolicySpec(BaseModel):
         default="5m",
         alias="staleAfter",
         description="A broker whose latest snapshot is older than this is unknown "
-        "(30s, 5m, 1h; default 5m).",
+        "(30s, 5m, 1h, or ISO-8601 as Strimzi writes it: PT30S, PT5M, PT1H30M; default 5m).",
     )
     on_unknown: Literal["PAUSE", "OPEN"] = Field(
         default="PAUSE",
