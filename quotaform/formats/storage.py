@@ -4,7 +4,9 @@
   snapshot" (``../shared/seeds/003``; its JSON Schema is the authority): one
   JSON record per broker, ``brokerId``, ``snapshotAt``, ``hardLimit``,
   ``softLimit``, ``volumes[{volumeName, capacity, consumed}]``, optional
-  per-volume limits (the proposal's note 2), extra fields allowed.
+  per-volume limits (the proposal's note 2), extra fields allowed. The
+  record's own ``softLimit`` / ``hardLimit`` are read but ignored: the
+  manifest's ``storagePolicy`` governs.
   ``schemas/volume-snapshot.schema.json``. The proposal's text spells the
   consumed-bytes limit ``ConsumedSpace`` where its schema says
   ``ConsumedBytes``: both are read, ``ConsumedBytes`` is written.
@@ -93,8 +95,21 @@ class VolumeSnapshotRecord(BaseModel):
     snapshot_at: datetime = Field(
         alias="snapshotAt", description="When the usage was captured (ISO 8601, UTC)."
     )
-    hard_limit: LimitRecord = Field(alias="hardLimit")
-    soft_limit: LimitRecord = Field(alias="softLimit")
+    # The proposal's note 2 only muses that these could be broker-wide
+    # defaults; the reviewed manifest is what governs, so a publisher cannot
+    # change throttling by writing other limits.
+    hard_limit: LimitRecord = Field(
+        alias="hardLimit",
+        description="Required by the proposal's schema; read but ignored: the manifest's "
+        "storagePolicy.hard governs (quotaform writes it here). A volume's own hardLimit "
+        "does override it for that volume.",
+    )
+    soft_limit: LimitRecord = Field(
+        alias="softLimit",
+        description="Required by the proposal's schema; read but ignored: the manifest's "
+        "storagePolicy.soft governs (quotaform writes it here). A volume's own softLimit "
+        "does override it for that volume.",
+    )
     volumes: list[VolumeRecord]
     error: str | None = Field(
         default=None,

@@ -191,7 +191,9 @@ class Volume:
 class BrokerSnapshot:
     """One broker's volume usage at ``snapshot_at`` (the seed's "Volume Metrics
     snapshot"); ``error`` when the broker or a log dir could not report
-    (then it is unknown, never fine)."""
+    (then it is unknown, never fine). ``soft`` / ``hard`` are the record's
+    own limits, kept for writing records back; :func:`evaluate` ignores them
+    (the policy governs; a volume's own limits do override it)."""
 
     broker_id: str
     snapshot_at: datetime
