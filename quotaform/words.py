@@ -22,7 +22,7 @@ from quotaform.plan.storage_types import (
     StorageScaling,
     StorageState,
     applied_factor_text,
-    computed_factor_text,
+    volumes_factor_text,
 )
 
 __all__ = [
@@ -314,15 +314,20 @@ def drift_summary_line(report: DriftReport) -> str:
     )
 
 
-def storage_factor_text(state: StorageState, applied: float, computed: float) -> str:
+def storage_factor_text(
+    state: StorageState, applied: float, computed: float, *, judged: bool = True
+) -> str:
     """``THROTTLE, factor 0.50 (volumes give 0.505)``: the factor written into
-    quotas first, the one the volumes give beside it."""
+    quotas first, the one the volumes give beside it (``no volume judged``
+    when every broker was unknown)."""
     return (
         f"{state.value}, factor {applied_factor_text(applied)} "
-        f"(volumes give {computed_factor_text(computed)})"
+        f"({volumes_factor_text(computed, judged=judged)})"
     )
 
 
 def scaling_factor_text(scaling: StorageScaling) -> str:
     """:func:`storage_factor_text` of a plan's storage scaling."""
-    return storage_factor_text(scaling.state, scaling.factor, scaling.computed)
+    return storage_factor_text(
+        scaling.state, scaling.factor, scaling.computed, judged=scaling.judged
+    )

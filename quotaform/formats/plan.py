@@ -210,6 +210,11 @@ class StorageDoc(BaseModel):
     evaluated_at: datetime | None = None
     scaled: list[ScaledKeyDoc]
     exempt: list[dict[str, str | None]] = Field(default_factory=list)
+    volumes_judged: bool = Field(
+        default=True,
+        description="Some volume was judged; false when every broker was unknown "
+        "(computed_factor is then onUnknown's, not the volumes').",
+    )
 
 
 class PlanDocument(BaseModel):
@@ -385,6 +390,7 @@ def storage_doc(scaling: StorageScaling | None) -> StorageDoc | None:
             for k in scaling.scaled
         ],
         exempt=[e.as_dict() for e in scaling.exempt],
+        volumes_judged=scaling.judged,
     )
 
 
@@ -407,6 +413,7 @@ def _storage(doc: StorageDoc | None) -> StorageScaling | None:
         step=doc.step,
         pause_rate=doc.pause_rate,
         evaluated_at=doc.evaluated_at,
+        judged=doc.volumes_judged,
     )
 
 

@@ -327,6 +327,7 @@ def scale_desired(
         step=policy.step,
         pause_rate=policy.pause_rate,
         evaluated_at=evaluation.evaluated_at,
+        judged=evaluation.judged,
     )
     return scaled_state, scaling
 

@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_PAUSE_RATE",
     "DEFAULT_STALE_AFTER_S",
     "DEFAULT_STEP",
+    "NO_VOLUME_JUDGED",
     "SCALED_KEY",
     "BrokerSnapshot",
     "BrokerVerdict",
@@ -41,6 +42,7 @@ __all__ = [
     "VolumeVerdict",
     "applied_factor_text",
     "computed_factor_text",
+    "volumes_factor_text",
 ]
 
 #: Decimals of a computed factor (a volume's, a broker's, the evaluation's)
@@ -58,6 +60,16 @@ def computed_factor_text(factor: float) -> str:
     """A factor the volumes give (before the step and the hold), as every
     output shows it: ``0.505``."""
     return f"{factor:.{COMPUTED_FACTOR_DIGITS}f}"
+
+
+#: Said instead of ``volumes give 0.000`` when no volume was judged.
+NO_VOLUME_JUDGED = "no volume judged"
+
+
+def volumes_factor_text(computed: float, *, judged: bool) -> str:
+    """``volumes give 0.505``, or :data:`NO_VOLUME_JUDGED` when every broker
+    was unknown (the factor is then ``onUnknown``'s, not the volumes')."""
+    return f"volumes give {computed_factor_text(computed)}" if judged else NO_VOLUME_JUDGED
 
 
 #: The quota key the policy scales (the seed throttles produce only).
@@ -226,7 +238,10 @@ class VolumeVerdict:
 class BrokerVerdict:
     """One broker judged. ``status``: ``fresh``, ``stale``, ``missing`` (no
     snapshot from a broker that should report) or ``error``; only ``fresh``
-    brokers have volume verdicts that count."""
+    brokers have volume verdicts that count. ``reason`` is a whole
+    statement: for a stale broker it says the snapshot's age and
+    ``staleAfter``, for a missing one that there is no snapshot (so a
+    renderer shows it instead of the age, not beside it)."""
 
     broker_id: str
     status: str
@@ -264,6 +279,12 @@ class StorageEvaluation:
     lack_of_data: bool
     expected_known: bool
     evaluated_at: datetime
+
+    @property
+    def judged(self) -> bool:
+        """Whether any volume was judged (a fresh broker reported one); when
+        none was, ``factor`` comes from ``onUnknown`` alone."""
+        return any(b.volumes for b in self.brokers)
 
     @property
     def unknown(self) -> tuple[str, ...]:
@@ -305,6 +326,8 @@ class StorageScaling:
         exempt: declared entities with ``producer_byte_rate`` left as declared.
         step: the policy's hysteresis step.
         pause_rate: the policy's ``pauseRate``, bytes/s.
+        judged: some volume was judged; ``False`` when every broker was
+            unknown (``computed`` is then ``onUnknown``'s, not the volumes').
     """
 
     state: StorageState
@@ -319,6 +342,7 @@ class StorageScaling:
     step: float = DEFAULT_STEP
     pause_rate: float = DEFAULT_PAUSE_RATE
     evaluated_at: datetime | None = None
+    judged: bool = True
 
     def declared(self) -> dict[Entity, float]:
         """``{entity: declared producer_byte_rate}`` of the scaled entities."""

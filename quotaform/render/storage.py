@@ -11,6 +11,7 @@ from quotaform.plan.storage_types import (
     StorageScaling,
     applied_factor_text,
     computed_factor_text,
+    volumes_factor_text,
 )
 from quotaform.render.md import md_code, md_text
 
@@ -38,12 +39,13 @@ def _ages(scaling: StorageScaling) -> str:
 
 def scaling_headline(scaling: StorageScaling) -> str:
     """``Storage policy: THROTTLE, factor 0.50 (volumes give 0.505; ...)``:
-    the factor written first, the one the volumes give beside it."""
+    the factor written first, the one the volumes give beside it (``no
+    volume judged`` when every broker was unknown)."""
     held = " (kept: within one step of the live factor)" if scaling.held else ""
     why = f"; {scaling.reason}" if scaling.reason else ""
     return (
         f"Storage policy: {scaling.state.value}, factor {applied_factor_text(scaling.factor)}"
-        f"{held} (volumes give {computed_factor_text(scaling.computed)}{why})"
+        f"{held} ({volumes_factor_text(scaling.computed, judged=scaling.judged)}{why})"
     )
 
 
@@ -116,11 +118,16 @@ def status_text(
     ]
     for broker in evaluation.brokers:
         head = f"broker {broker.broker_id}: {broker.status}, "
-        head += "no snapshot" if broker.age_s is None else f"snapshot {_age(broker.age_s)} old"
-        if broker.state is not None and broker.factor is not None:
-            head += f", {broker.state.value} {computed_factor_text(broker.factor)}"
-        if broker.reason:
-            head += f" ({broker.reason})"
+        if broker.status in ("stale", "missing") and broker.reason:
+            head += broker.reason  # it says the age (or that there is none) itself
+        else:
+            head += (
+                "no snapshot" if broker.age_s is None else f"snapshot {_age(broker.age_s)} old"
+            )
+            if broker.state is not None and broker.factor is not None:
+                head += f", {broker.state.value} {computed_factor_text(broker.factor)}"
+            if broker.reason:
+                head += f" ({broker.reason})"
         lines.append(head)
         for v in broker.volumes:
             vol = v.volume
