@@ -121,9 +121,7 @@ def status_text(
         if broker.status in ("stale", "missing") and broker.reason:
             head += broker.reason  # it says the age (or that there is none) itself
         else:
-            head += (
-                "no snapshot" if broker.age_s is None else f"snapshot {_age(broker.age_s)} old"
-            )
+            head += "no snapshot" if broker.age_s is None else f"snapshot {_age(broker.age_s)} old"
             if broker.state is not None and broker.factor is not None:
                 head += f", {broker.state.value} {computed_factor_text(broker.factor)}"
             if broker.reason:
