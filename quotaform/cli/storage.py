@@ -149,7 +149,7 @@ def watch(
     volumes: VolumeSource = VOLUMES,
     interval: Annotated[
         str,
-        typer.Option("--interval", help="Seconds between evaluations (30s, 1m, 30)."),
+        typer.Option("--interval", help="Seconds between evaluations (30s, 1m, 30, PT30S)."),
     ] = "30s",
     iterations: Annotated[
         int | None,
