@@ -427,3 +427,25 @@ def _progress(on_progress: Callable[[str], None] | None, message: str) -> None:
     log.info("%s", message)
     if on_progress is not None:
         on_progress(message)
+
+
+def main() -> int:
+    """``python -m quotaform.sandbox.prometheus``: build (or find) the cached
+    binary, saying so on standard error; exit 0 when it is there, 1 if not.
+    ``scripts/test`` starts it beside the install so the build is done by the
+    time the live tests need it (they wait on the same lock)."""
+    import sys
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        say(f"Prometheus {PROMETHEUS_VERSION}: {ensure_prometheus(say)}")
+    except SandboxError as exc:
+        say(f"Error: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
