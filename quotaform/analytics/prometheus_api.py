@@ -38,7 +38,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -251,12 +251,8 @@ def load_auth(
     if auth.token and auth.username is not None:
         raise AnalyticsError("Prometheus: give a bearer token or basic auth, not both")
     if ca_file is not None:
-        auth = PrometheusAuth(**{**_fields(auth), "ca_file": ca_file})
+        auth = replace(auth, ca_file=ca_file)
     return auth
-
-
-def _fields(auth: PrometheusAuth) -> dict[str, Any]:
-    return {name: getattr(auth, name) for name in PrometheusAuth.__slots__}
 
 
 def redact_url(url: str) -> str:
@@ -481,7 +477,7 @@ def fetch_usage(
     """
     say = progress or (lambda _m: None)
     url = _checked_url(query.url)
-    query = PrometheusQuery(**{**{n: getattr(query, n) for n in query.__slots__}, "url": url})
+    query = replace(query, url=url)
     context = _context(query.auth)
     into.mkdir(parents=True, exist_ok=True)
     for old in into.glob(f"{FILE_PREFIX}*.json"):

@@ -328,25 +328,23 @@ def test_no_cluster_label_is_an_error_saying_what_to_do(tmp_path: Path) -> None:
     )
 
 
+def _utilisation(usage: Path, out: Path) -> Any:
+    """``quotaform analyze utilisation`` of the fixture manifest on ``usage``."""
+    return runner.invoke(
+        app,
+        [
+            "analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(usage),
+            "--out", str(out), "--engine", "python",
+        ],
+    )  # fmt: skip
+
+
 def test_one_configured_cluster_is_assumed_and_said(tmp_path: Path) -> None:
     path = write(
         tmp_path / "q.json",
         answer(({"__name__": "kafka_server_produce_byte_rate", "instance": "b1"}, POINTS)),
     )
-    result = runner.invoke(
-        app,
-        [
-            "analyze",
-            "utilisation",
-            str(FIXTURES / "manifest.yaml"),
-            "--usage",
-            str(path),
-            "--out",
-            str(tmp_path / "out"),
-            "--engine",
-            "python",
-        ],
-    )
+    result = _utilisation(path, tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert (
         "Note: series without a 'cluster' label: assumed the one configured cluster 'prod-eu' "
@@ -364,20 +362,7 @@ def test_exporter_rules_without_quota_metrics_are_an_error(tmp_path: Path) -> No
         tmp_path / "strimzi.json",
         answer(({"__name__": "kafka_server_replicamanager_leadercount", **BASE}, POINTS)),
     )
-    result = runner.invoke(
-        app,
-        [
-            "analyze",
-            "utilisation",
-            str(FIXTURES / "manifest.yaml"),
-            "--usage",
-            str(path),
-            "--out",
-            str(tmp_path / "out"),
-            "--engine",
-            "python",
-        ],
-    )
+    result = _utilisation(path, tmp_path / "out")
     assert result.exit_code == 1
     text = " ".join(result.stderr.split())
     assert text.count("Error: ") == 1
