@@ -32,7 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from quotaform.analytics.exporters import OLD_RULES_NOTE, decode_series
+from quotaform.analytics.exporters import (
+    KRAFT_RULES,
+    OLD_RULES_NOTE,
+    STRIMZI_RULES,
+    decode_series,
+)
 from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
@@ -254,8 +259,6 @@ def usage_problem(rows: int, rejected: Rejections, labels: LabelMap) -> str | No
         rejected: what the reading counted.
         labels: the label mapping used (named in the advice).
     """
-    from quotaform.analytics.exporters import KRAFT_RULES, STRIMZI_RULES
-
     if rejected.unusable:
         names = ", ".join(rejected.unusable_names[:3])
         more = sum(rejected.unusable.values()) - min(len(rejected.unusable_names), 3)
