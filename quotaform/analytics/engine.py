@@ -19,10 +19,15 @@ from typing import Any
 
 from quotaform.analytics.model import (
     CENSORED_NOTE,
+    DEFAULT_ALIGN_S,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
     PERCENTILES,
     UsageRow,
+    align_micros,
+    aligned,
+    epoch_micros,
+    fold_sum,
     percentile,
 )
 from quotaform.kafka.entity import Entity
@@ -34,7 +39,7 @@ from quotaform.kafka.impact import (
     steady_throttle_ms,
     throughput_after,
 )
-from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.keys import QUOTA_KEYS, enforcing_nodes
 from quotaform.kafka.metrics import unsanitize_user
 from quotaform.kafka.resolution import (
     GROUP_MERGES,
@@ -52,6 +57,8 @@ from quotaform.kafka.resolution import (
 from quotaform.kafka.units import format_quota_value, readable_quota
 
 __all__ = [
+    "ceiling",
+    "cluster_figures",
     "entity_json",
     "group_tags",
     "impact",
@@ -63,6 +70,8 @@ __all__ = [
 
 Row = dict[str, Any]
 _GroupKey = tuple[str, str, str, str, str | None, str]
+#: A group over every broker: (cluster, user, client_id, ip, quota_key).
+_ClusterKey = tuple[str, str, str, str | None, str]
 
 
 def entity_json(entity: Entity | None) -> str | None:
@@ -97,37 +106,66 @@ def _resolution_fields(res: Resolution) -> dict[str, Any]:
     }
 
 
-def utilisation(rows: Iterable[UsageRow], configs: Mapping[str, QuotaIndex]) -> list[Row]:
+def utilisation(
+    rows: Iterable[UsageRow],
+    configs: Mapping[str, QuotaIndex],
+    *,
+    align_s: float = DEFAULT_ALIGN_S,
+) -> list[Row]:
     """Per observed (cluster, broker, group, key): the quota the broker holds
     it to (from the group's tags, :func:`~quotaform.kafka.resolution.quota_for_tags`),
     usage quantiles (NaN samples left out), ``utilisation_p99``, and from the
-    group's ``throttle-time`` samples the share > 0 and ``censored``.
+    group's ``throttle-time`` samples the share > 0 and ``censored``; and the
+    group's cluster-wide figures over every broker (:func:`cluster_figures`,
+    :data:`~quotaform.analytics.model.CLUSTER_COLUMNS`).
 
     Args:
-        rows: usage samples of clusters that ``configs`` has.
+        rows: usage samples of clusters that ``configs`` has, one per
+            (series, time).
         configs: cluster name -> its quota configuration.
+        align_s: the bucket (seconds) the brokers' samples are aligned on.
+
+    Raises:
+        ValueError: ``align_s`` is not a positive duration.
     """
+    align_us = align_micros(align_s)
     usage: dict[_GroupKey, list[float]] = defaultdict(list)
     throttle: dict[_GroupKey, list[float]] = defaultdict(list)
+    timed: dict[_ClusterKey, dict[str, list[tuple[int, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for row in rows:
         key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
         if row.kind == "usage":
             if not math.isnan(row.value):
                 usage[key].append(row.value)
+                timed[_cluster_key(key)][row.broker].append(
+                    (epoch_micros(row.timestamp), row.value)
+                )
             else:
                 usage.setdefault(key, [])
         else:
             throttle[key].append(row.value)
+    brokers: dict[_ClusterKey, int] = defaultdict(int)
+    for key in usage:
+        brokers[_cluster_key(key)] += 1
+    cluster: dict[_ClusterKey, list[float]] = {
+        group: cluster_figures(samples, align_us) for group, samples in timed.items()
+    }
     out = []
     for key, values in usage.items():
-        cluster, broker, user, client_id, ip, quota_key = key
-        res = quota_for_tags(configs[cluster], group_tags(user, client_id, ip), quota_key)
+        cluster_name, broker, user, client_id, ip, quota_key = key
+        res = quota_for_tags(configs[cluster_name], group_tags(user, client_id, ip), quota_key)
         throttles = throttle.get(key, [])
         over = sum(1 for v in throttles if v > 0)
         p50, p95, p99 = (percentile(values, p) if values else None for p in PERCENTILES)
+        sums = cluster.get(_cluster_key(key), [])
+        c50, c95, c99 = (percentile(sums, p) if sums else None for p in PERCENTILES)
+        observed = brokers[_cluster_key(key)]
+        top = ceiling(quota_key, res.value, observed)
         out.append(
             {
-                "cluster": cluster,
+                "cluster": cluster_name,
                 "broker": broker,
                 "user": user,
                 "client_id": client_id,
@@ -144,9 +182,60 @@ def utilisation(rows: Iterable[UsageRow], configs: Mapping[str, QuotaIndex]) -> 
                 ),
                 "throttled_share": over / len(throttles) if throttles else None,
                 "censored": over > 0,
+                "brokers_observed": observed,
+                "cluster_samples": len(sums),
+                "cluster_p50": c50,
+                "cluster_p95": c95,
+                "cluster_p99": c99,
+                "cluster_max": max(sums) if sums else None,
+                "cluster_ceiling": top,
+                "cluster_utilisation_p99": (
+                    c99 / top if c99 is not None and top is not None else None
+                ),
             }
         )
     return sorted(out, key=_group_order)
+
+
+def _cluster_key(key: _GroupKey) -> _ClusterKey:
+    cluster, _broker, user, client_id, ip, quota_key = key
+    return (cluster, user, client_id, ip, quota_key)
+
+
+def cluster_figures(
+    by_broker: Mapping[str, Sequence[tuple[int, float]]], align_us: int
+) -> list[float]:
+    """A group's usage summed across brokers, one sum per aligned bucket
+    (in bucket order): each broker's samples in the bucket averaged (added
+    in ascending order), the averages added in broker-name order
+    (:func:`~quotaform.analytics.model.fold_sum`); a broker without a sample
+    in a bucket adds nothing to it.
+
+    Args:
+        by_broker: broker -> ``(microseconds since the epoch, value)`` of the
+            group's usage samples there (no NaN), one per time.
+        align_us: the bucket, microseconds (:func:`~quotaform.analytics.model.align_micros`).
+    """
+    buckets: dict[int, dict[str, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for broker, samples in by_broker.items():
+        for when, value in samples:
+            buckets[aligned(when, align_us)][broker].append((when, value))
+    sums = []
+    for bucket in sorted(buckets):
+        brokers = buckets[bucket]
+        means = []
+        for broker in sorted(brokers):
+            values = sorted(v for _, v in brokers[broker])
+            means.append(fold_sum(values) / len(values))
+        sums.append(fold_sum(means))
+    return sums
+
+
+def ceiling(quota_key: str, quota: float | None, brokers: int) -> float | None:
+    """What a group may use across the cluster: its per-broker ``quota`` on
+    each of the ``brokers`` it was observed on that enforce it at once
+    (:func:`~quotaform.kafka.keys.enforcing_nodes`); ``None`` when unlimited."""
+    return None if quota is None else quota * enforcing_nodes(quota_key, brokers)
 
 
 def _group_order(row: Row) -> tuple[Any, ...]:
@@ -191,6 +280,10 @@ def impact(
     for requests of ``request_bytes`` (S: ``request_sizes[key]`` when given,
     else the key's default; ``request_bytes_source`` says which), and the
     first throttle of a client still sending at O (``first_throttle_ms``).
+    Next to them the group's cluster-wide figures: ``brokers_observed``,
+    ``cluster_p99``, and the quota before and after times the brokers that
+    enforce it (``cluster_ceiling_before``, ``cluster_ceiling_after``:
+    :func:`ceiling`).
 
     ``group_change``: ``none`` (same tags), ``splits`` (the group
     divides by client id or user: broker metrics cannot split its usage, so
@@ -257,6 +350,12 @@ def impact(
                 "demand_cut": demand_cut(observed, res.value),
                 "request_bytes": size,
                 "request_bytes_source": source,
+                "brokers_observed": row["brokers_observed"],
+                "cluster_p99": row["cluster_p99"],
+                "cluster_ceiling_before": ceiling(
+                    quota_key, row["quota_value"], row["brokers_observed"]
+                ),
+                "cluster_ceiling_after": ceiling(quota_key, res.value, row["brokers_observed"]),
             }
         )
     return sorted(
@@ -271,8 +370,9 @@ def recommend(
     headroom: float = DEFAULT_HEADROOM,
     request_sizes: Mapping[str, float] | None = None,
 ) -> list[Row]:
-    """Per observed (cluster, group, key), over every broker: a quota of
-    ``quantile`` x ``headroom`` of the busiest broker, rounded up to readable
+    """Per observed (cluster, group, key), over every broker: a per-broker
+    quota (Kafka enforces it on each broker, :data:`~quotaform.kafka.keys.KeySpec`'s
+    ``enforced_on``) of ``quantile`` x ``headroom`` of the busiest broker, rounded up to readable
     units (:func:`~quotaform.kafka.units.readable_quota`), for the entity
     of the group's own shape (:func:`~quotaform.kafka.resolution.own_entity`:
     the group keeps its tags).
@@ -286,6 +386,10 @@ def recommend(
     above it, estimated from the busiest broker's p50, p95, p99 and max;
     ``throttle_at_max_ms``, the steady-state throttle of a demand at the
     observed max, for requests of ``request_bytes`` (as :func:`impact`).
+    Next to them what that means across the cluster: ``brokers_observed``,
+    the group's ``cluster_p99`` (its usage summed across brokers), and the
+    current and the recommended quota on each of those brokers
+    (``cluster_ceiling``, ``recommended_cluster_ceiling``: :func:`ceiling`).
     """
     by_group: dict[tuple[str, str, str, str | None, str], list[Row]] = defaultdict(list)
     for row in util:
@@ -313,6 +417,7 @@ def recommend(
         )
         size, source = request_size(key, recommended, given=(request_sizes or {}).get(key))
         top = points[-1][1]
+        brokers = rows[0]["brokers_observed"]
         out.append(
             {
                 "cluster": cluster,
@@ -333,6 +438,10 @@ def recommend(
                 ),
                 "request_bytes": size,
                 "request_bytes_source": source,
+                "brokers_observed": brokers,
+                "cluster_p99": rows[0]["cluster_p99"],
+                "cluster_ceiling": ceiling(key, quota, brokers),
+                "recommended_cluster_ceiling": ceiling(key, recommended, brokers),
             }
         )
     return sorted(

@@ -16,6 +16,7 @@ import enum
 import logging
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,11 +26,13 @@ from typing import Any
 from quotaform.analytics import engine as py_engine
 from quotaform.analytics.configs import QuotaConfig, by_cluster
 from quotaform.analytics.model import (
+    DEFAULT_ALIGN_S,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
     IMPACT_COLUMNS,
     RECOMMEND_COLUMNS,
     UTILISATION_COLUMNS,
+    align_micros,
 )
 from quotaform.analytics.paths import DataPath, child, is_uri
 from quotaform.analytics.remote import redact_remote
@@ -113,6 +116,9 @@ class AnalyzeRequest:
         usage_format, labels, cluster, broker: how to read the usage.
         since, until: the time range (UTC).
         window_s: the quota window W of the throttle formula (seconds).
+        align_s: the bucket (seconds) the brokers' samples are aligned on
+            before a group's usage is summed across brokers (the cluster-wide
+            columns, :data:`~quotaform.analytics.model.CLUSTER_COLUMNS`).
         quantile, headroom: recommend's quantile column and factor.
         request_sizes: S per quota key, one request's amount (bytes for the
             byte rates) for the steady-state throttle; keys not given take
@@ -137,6 +143,7 @@ class AnalyzeRequest:
     quantile: str = "p99"
     headroom: float = DEFAULT_HEADROOM
     request_sizes: Mapping[str, float] = field(default_factory=dict)
+    align_s: float = DEFAULT_ALIGN_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +315,10 @@ def run_analysis(
             cluster, or Spark cannot start.
     """
     say = progress or (lambda _m: None)
+    try:
+        align_micros(request.align_s)
+    except ValueError as exc:
+        raise AnalyticsError(f"--align {exc}") from None
     chosen = choose_engine(request)
     if isinstance(request.out, Path):
         request.out.mkdir(parents=True, exist_ok=True)
@@ -379,7 +390,9 @@ def _run_python(
     _refuse_unusable(usage.rows, rejected, request.labels)
     say(f"read {usage.rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
-    util = aggregate.utilisation(usage, {c: cfg.index for c, cfg in configs.items()})
+    util = aggregate.utilisation(
+        usage, {c: cfg.index for c, cfg in configs.items()}, align_s=request.align_s
+    )
     path = Path(request.out) / f"{request.command.value}.parquet"
     if request.command is Command.utilisation:
         order = aggregate.ranked_order(util.table)
@@ -390,7 +403,7 @@ def _run_python(
         times["write"] = time.perf_counter() - start
         rows = util.table.num_rows
         summarised: Sequence[Mapping[str, Any]] = util.table.select(
-            ["utilisation_p99", "censored"]
+            ["utilisation_p99", "censored", "brokers_observed"]
         ).to_pylist()
     else:
         util_rows = util.table.to_pylist()
@@ -474,6 +487,7 @@ def _summarise(command: Command, rows: Sequence[Mapping[str, Any]], result: Anal
             "over_quota": sum(
                 1 for r in rows if r["utilisation_p99"] is not None and r["utilisation_p99"] >= 1.0
             ),
+            **_spread(Counter(r["brokers_observed"] for r in rows)),
         }
     elif command is Command.impact:
         result.extra = {
@@ -489,6 +503,18 @@ def _summarise(command: Command, rows: Sequence[Mapping[str, Any]], result: Anal
             "recommendations": len(rows),
             "censored": sum(1 for r in rows if r["censored"]),
         }
+
+
+def _spread(rows_by_brokers: Mapping[int, int]) -> dict[str, int]:
+    """The summary's counts of groups over every broker, from the number of
+    per-broker rows by ``brokers_observed`` (a group on n brokers has n
+    rows): ``cluster_groups``, ``multi_broker_groups`` (on more than one
+    broker) and ``max_brokers_observed``."""
+    return {
+        "cluster_groups": sum(rows // n for n, rows in rows_by_brokers.items()),
+        "multi_broker_groups": sum(rows // n for n, rows in rows_by_brokers.items() if n > 1),
+        "max_brokers_observed": max(rows_by_brokers, default=0),
+    }
 
 
 def _series_python(usage: Any, util: Any, order: Any) -> list[UsageSeries]:
@@ -543,7 +569,7 @@ def _run_spark(
     say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
     config = job.config_frame(spark, list(configs.values())).cache()
-    util = transforms.utilisation(usage, config=config)
+    util = transforms.utilisation(usage, config=config, align_s=request.align_s)
     if request.command is Command.utilisation:
         table = util
     elif request.command is Command.impact:
@@ -650,18 +676,25 @@ def _summarise_spark(command: Command, frame: Any, result: AnalyzeResult) -> Non
             .when(F.col("utilisation_p99") >= BUCKETS[-1], F.lit(f">= {BUCKETS[-1]:g}"))
             .otherwise(bucket)
         )
+        # One aggregation for the histogram and the groups over every broker.
         rows = (
-            frame.groupBy(bucket.alias("bucket"))
+            frame.groupBy(bucket.alias("bucket"), "brokers_observed")
             .agg(F.count("*").alias("count"), F.sum(F.col("censored").cast("int")).alias("cens"))
             .collect()
         )
-        counts = {r["bucket"]: int(r["count"]) for r in rows}
+        counts: dict[str, int] = {}
+        by_brokers: dict[int, int] = {}
+        for r in rows:
+            counts[r["bucket"]] = counts.get(r["bucket"], 0) + int(r["count"])
+            brokers = int(r["brokers_observed"])
+            by_brokers[brokers] = by_brokers.get(brokers, 0) + int(r["count"])
         result.rows = sum(counts.values())
         result.histogram = _in_bucket_order(counts)
         result.extra = {
             "groups": result.rows,
             "censored": sum(int(r["cens"] or 0) for r in rows),
             "over_quota": counts.get(f">= {BUCKETS[-1]:g}", 0),
+            **_spread(by_brokers),
         }
     elif command is Command.impact:
         rows = (

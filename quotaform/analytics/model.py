@@ -17,14 +17,29 @@ write): one row per (``cluster``, ``broker``, ``timestamp``, ``metric``,
 
 Output tables keep the column names listed here (a contract other tools
 read); columns are only ever added.
+
+Kafka enforces every client quota on each broker separately
+(``ClientQuotaManager`` and ``ConnectionQuotas`` run in every broker, with
+their own sensors): a group whose clients reach N brokers can use N times its
+quota across the cluster. So every per-broker row carries its group's
+cluster-wide figures (:data:`CLUSTER_COLUMNS`): the brokers it was observed
+on, and its usage summed across them. Samples of different brokers are taken
+at different times (JmxTool, ``analyze collect``) or at the same steps
+(Prometheus ``query_range``), so they are aligned on buckets of
+``--align`` seconds (default :data:`DEFAULT_ALIGN_S`, the quota window) from
+the epoch (:func:`aligned`): each broker's samples in a bucket are averaged
+(:func:`fold_sum` in ascending order, divided by their count), and the brokers'
+averages summed (:func:`fold_sum` in broker-name order). The quantiles of
+those sums are the group's cluster-wide ones. Both engines add in these
+orders, so their sums are equal bit for bit.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
@@ -34,7 +49,9 @@ from quotaform.kafka.units import readable_quota
 
 __all__ = [
     "CENSORED_NOTE",
+    "CLUSTER_COLUMNS",
     "COLUMN_TYPES",
+    "DEFAULT_ALIGN_S",
     "DEFAULT_HEADROOM",
     "DEFAULT_WINDOW_S",
     "GROUP_COLUMNS",
@@ -45,6 +62,10 @@ __all__ = [
     "USAGE_COLUMNS",
     "UTILISATION_COLUMNS",
     "UsageRow",
+    "align_micros",
+    "aligned",
+    "epoch_micros",
+    "fold_sum",
     "percentile",
     "predicted_throttle_ms",
     "readable_quota",
@@ -54,6 +75,25 @@ __all__ = [
 USAGE_COLUMNS = ("cluster", "broker", "timestamp", "metric", "user", "client_id", "ip", "value")
 #: What identifies one quota group's series on one broker.
 GROUP_COLUMNS = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
+#: The group's cluster-wide figures next to each of its per-broker rows (the
+#: group: ``cluster``, ``user``, ``client_id``, ``ip``, ``quota_key``, over
+#: every broker): ``brokers_observed``, the brokers with a row of the group;
+#: ``cluster_samples``, the aligned buckets with a usage sample on some
+#: broker; ``cluster_p50`` ... ``cluster_max``, the quantiles of the usage
+#: summed across brokers per bucket (see the module docstring);
+#: ``cluster_ceiling``, ``quota_value`` x ``brokers_observed`` (what the group
+#: may use across those brokers, the quota being enforced on each; null when
+#: unlimited); ``cluster_utilisation_p99``, ``cluster_p99`` / ``cluster_ceiling``.
+CLUSTER_COLUMNS = (
+    "brokers_observed",
+    "cluster_samples",
+    "cluster_p50",
+    "cluster_p95",
+    "cluster_p99",
+    "cluster_max",
+    "cluster_ceiling",
+    "cluster_utilisation_p99",
+)
 #: ``analyze utilisation``: one row per observed (group, key) per broker.
 UTILISATION_COLUMNS = (
     *GROUP_COLUMNS,
@@ -68,6 +108,7 @@ UTILISATION_COLUMNS = (
     "utilisation_p99",
     "throttled_share",
     "censored",
+    *CLUSTER_COLUMNS,
 )
 #: ``analyze impact``: one row per changed (group, key) per broker.
 IMPACT_COLUMNS = (
@@ -89,8 +130,15 @@ IMPACT_COLUMNS = (
     "demand_cut",
     "request_bytes",
     "request_bytes_source",
+    "brokers_observed",
+    "cluster_p99",
+    "cluster_ceiling_before",
+    "cluster_ceiling_after",
 )
-#: ``analyze recommend``: one row per observed (group, key), all brokers together.
+#: ``analyze recommend``: one row per observed (group, key) over every broker:
+#: a per-broker quota (Kafka enforces it on each broker) sized by the busiest
+#: broker's quantile; ``cluster_ceiling`` and ``recommended_cluster_ceiling``
+#: are the current and the recommended quota x ``brokers_observed``.
 RECOMMEND_COLUMNS = (
     "cluster",
     "user",
@@ -108,6 +156,10 @@ RECOMMEND_COLUMNS = (
     "throttle_at_max_ms",
     "request_bytes",
     "request_bytes_source",
+    "brokers_observed",
+    "cluster_p99",
+    "cluster_ceiling",
+    "recommended_cluster_ceiling",
 )
 #: Every column's type, by name (Spark and Arrow types derive from it):
 #: ``string``, ``double``, ``int``, ``long``, ``boolean`` or ``timestamp``.
@@ -154,6 +206,17 @@ COLUMN_TYPES: dict[str, str] = {
     "request_bytes_source": "string",
     "share_over": "double",
     "throttle_at_max_ms": "double",
+    "brokers_observed": "int",
+    "cluster_samples": "long",
+    "cluster_p50": "double",
+    "cluster_p95": "double",
+    "cluster_p99": "double",
+    "cluster_max": "double",
+    "cluster_ceiling": "double",
+    "cluster_utilisation_p99": "double",
+    "cluster_ceiling_before": "double",
+    "cluster_ceiling_after": "double",
+    "recommended_cluster_ceiling": "double",
 }
 #: The usage quantiles every engine computes (exact, linear interpolation).
 PERCENTILES = (0.5, 0.95, 0.99)
@@ -161,6 +224,10 @@ PERCENTILES = (0.5, 0.95, 0.99)
 #: ``quota.window.size.seconds`` 1, the brokers' defaults): the W of the
 #: throttle formula (``analyze impact --window``).
 DEFAULT_WINDOW_S = DEFAULT_QUOTA_WINDOW_S
+#: The bucket (seconds) the brokers' samples are aligned on before a group's
+#: usage is summed across brokers (``analyze --align``): the quota window W,
+#: over which the broker's own rate metrics already average.
+DEFAULT_ALIGN_S = DEFAULT_WINDOW_S
 #: The factor over the observed quantile a recommended quota leaves
 #: (``analyze recommend --headroom``).
 DEFAULT_HEADROOM = 1.2
@@ -211,3 +278,40 @@ def percentile(values: Sequence[float], p: float) -> float:
     if low == high:
         return ordered[low]
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def align_micros(align_s: float) -> int:
+    """The alignment bucket of ``align_s`` seconds in whole microseconds (the
+    usage table's time resolution).
+
+    Raises:
+        ValueError: not a finite duration of at least one microsecond.
+    """
+    if not math.isfinite(align_s) or round(align_s * 1_000_000) < 1:
+        raise ValueError(f"{align_s!r}: give a positive duration (seconds)")
+    return round(align_s * 1_000_000)
+
+
+def epoch_micros(when: datetime) -> int:
+    """Whole microseconds since the epoch of a time (a naive time is UTC), as
+    the local engine and Spark's ``unix_micros`` hold timestamps."""
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    delta = when - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def aligned(micros: int, align_us: int) -> int:
+    """The start (microseconds since the epoch) of the alignment bucket holding
+    ``micros``: buckets of ``align_us`` counted from the epoch, so every
+    broker's samples fall in the same buckets."""
+    return micros - micros % align_us
+
+
+def fold_sum(values: Iterable[float]) -> float:
+    """``0.0 + v1 + v2 + ...`` added left to right in the order given: the
+    one order of addition every engine uses for the cluster-wide sums (a
+    float sum depends on it)."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total

@@ -31,7 +31,7 @@ from quotaform.analytics.jobs import (
 )
 from quotaform.analytics.paths import DataPath
 from quotaform.formats.analyze import AnalyzeSummary, RejectedDoc, render_summary_json
-from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.keys import QUOTA_KEYS, enforcing_nodes
 from quotaform.kafka.units import BINARY_UNITS, format_bytes, format_measured, format_quota_value
 
 if TYPE_CHECKING:
@@ -56,6 +56,9 @@ _COLUMNS = {
         ("utilisation", "utilisation_p99"),
         ("throttled", "throttled_share"),
         ("censored", "censored"),
+        ("brokers", "brokers_observed"),
+        ("cluster p99", "cluster_p99"),
+        ("cluster ceiling", "cluster_ceiling"),
     ),
     Command.impact: (
         ("group", None),
@@ -70,6 +73,9 @@ _COLUMNS = {
         ("steady throttle", "predicted_throttle_ms"),
         ("first throttle", "first_throttle_ms"),
         ("newly throttled", "newly_throttled"),
+        ("brokers", "brokers_observed"),
+        ("cluster p99", "cluster_p99"),
+        ("cluster ceiling after", "cluster_ceiling_after"),
     ),
     Command.recommend: (
         ("group", None),
@@ -79,6 +85,9 @@ _COLUMNS = {
         ("recommended", "recommended_text"),
         ("samples over", "share_over"),
         ("throttle at max", "throttle_at_max_ms"),
+        ("brokers", "brokers_observed"),
+        ("cluster p99", "cluster_p99"),
+        ("across brokers", "recommended_cluster_ceiling"),
         ("censored", "censored"),
         ("note", "note"),
     ),
@@ -107,6 +116,7 @@ def summary_of(request: AnalyzeRequest, result: AnalyzeResult) -> AnalyzeSummary
             "configurations": [f"{c.cluster}: {c.source}" for c in request.configs],
             "counts": result.extra,
             "histogram": result.histogram,
+            "align_s": request.align_s,
             "top": [{k: _jsonable(v) for k, v in row.items()} for row in result.top],
             "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         }
@@ -121,8 +131,16 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-_QUOTA_COLUMNS = ("quota_value", "quota_before", "quota_after")
-_MEASURED_COLUMNS = ("p99", "peak_p99", "throughput_after")
+_QUOTA_COLUMNS = (
+    "quota_value",
+    "quota_before",
+    "quota_after",
+    "cluster_ceiling",
+    "cluster_ceiling_before",
+    "cluster_ceiling_after",
+    "recommended_cluster_ceiling",
+)
+_MEASURED_COLUMNS = ("p99", "peak_p99", "throughput_after", "cluster_p99")
 
 
 def _cell(key: str, column: str | None, row: Mapping[str, Any]) -> str:
@@ -171,6 +189,51 @@ def _headline(request: AnalyzeRequest, result: AnalyzeResult) -> str:
     )
 
 
+def _per_broker(request: AnalyzeRequest, result: AnalyzeResult) -> str:
+    """The line saying quotas are enforced per broker and what that allows
+    across the brokers a group reaches (the cluster_* columns)."""
+    summed = f"usage summed across brokers in {request.align_s:g} s buckets"
+    if request.command is Command.impact:
+        return (
+            "Quotas are enforced per broker: a group may use the quota after the change on "
+            f"each broker it reaches (cluster ceiling after); cluster p99: its {summed}."
+        )
+    if request.command is Command.recommend:
+        return (
+            "Recommendations are per-broker quotas, sized on the busiest broker (Kafka "
+            "enforces a quota on each broker): across brokers is what a group may use on "
+            f"all the brokers it was observed on; cluster p99: its {summed}."
+        )
+    extra = result.extra
+    text = (
+        f"Quotas are enforced per broker: {extra.get('multi_broker_groups', 0):,} of "
+        f"{extra.get('cluster_groups', 0):,} groups were observed on more than one broker "
+        f"(at most {extra.get('max_brokers_observed', 0):,}) and may use their quota on each "
+        f"(cluster ceiling); cluster p99: their {summed}."
+    )
+    example = next(
+        (
+            r
+            for r in result.top
+            if r.get("cluster_ceiling") is not None
+            and enforcing_nodes(r["quota_key"], r["brokers_observed"]) > 1
+        ),
+        None,
+    )
+    if example is not None:
+        key = example["quota_key"]
+        text += (
+            f" {group_label({**example, 'broker': None})} {key}: "
+            f"{format_quota_value(key, float(example['quota_value']))} on each of "
+            f"{example['brokers_observed']} brokers, "
+            f"{format_quota_value(key, float(example['cluster_ceiling']))} across them"
+        )
+        if example.get("cluster_p99") is not None:
+            text += f" (cluster p99 {format_measured(key, float(example['cluster_p99']))})"
+        text += "."
+    return text
+
+
 def _markdown(request: AnalyzeRequest, result: AnalyzeResult) -> str:
     def md(text: str) -> str:
         return html.escape(text, quote=False).replace("|", "\\|")
@@ -179,6 +242,8 @@ def _markdown(request: AnalyzeRequest, result: AnalyzeResult) -> str:
         f"### quotaform analyze {request.command.value}",
         "",
         f"**{md(_headline(request, result))}**",
+        "",
+        md(_per_broker(request, result)),
         "",
     ]
     lines += [
@@ -343,6 +408,7 @@ figcaption {{ font-size: 0.8em; color: #555; }}
 </style></head><body>
 <h1>quotaform analyze {request.command.value}</h1>
 <p><strong>{html.escape(_headline(request, result))}</strong></p>
+<p>{html.escape(_per_broker(request, result))}</p>
 <p>{result.usage_rows:,} usage rows; {result.rejected.count:,} rejected;
 engine {result.engine.value}; configurations: {html.escape("; ".join(summary.configurations))}.</p>
 {figures}

@@ -29,7 +29,7 @@ from quotaform.analytics.jobs import (
     run_analysis,
     table_rows,
 )
-from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
+from quotaform.analytics.model import DEFAULT_ALIGN_S, DEFAULT_HEADROOM, DEFAULT_WINDOW_S
 from quotaform.analytics.paths import DataPath
 from quotaform.analytics.prometheus_api import (
     DEFAULT_RANGE,
@@ -134,6 +134,8 @@ class AnalyzeCommandRequest:
             manifests are given; impact: the configuration now).
         plan_file: impact: a saved plan's before and after.
         window_s: impact: the brokers' quota window W, seconds.
+        align_s: the bucket (seconds) the brokers' samples are aligned on
+            before a group's usage is summed across brokers.
         request_sizes: impact, recommend: S per quota key, one request's
             amount for the steady-state throttle (the keys' defaults otherwise).
         quantile, headroom: recommend: the quantile sized by (one of
@@ -152,6 +154,7 @@ class AnalyzeCommandRequest:
     snapshots: tuple[Path, ...] = ()
     plan_file: Path | None = None
     window_s: float = DEFAULT_WINDOW_S
+    align_s: float = DEFAULT_ALIGN_S
     quantile: str = "p99"
     headroom: float = DEFAULT_HEADROOM
     request_sizes: Mapping[str, float] = field(default_factory=dict)
@@ -274,6 +277,7 @@ def _run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         since=_utc(usage.since),
         until=_utc(usage.until),
         window_s=request.window_s,
+        align_s=request.align_s,
         quantile=request.quantile,
         headroom=request.headroom,
         request_sizes=dict(request.request_sizes),

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from quotaform.analytics.jobs import Command, Engine
-from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
+from quotaform.analytics.model import DEFAULT_ALIGN_S, DEFAULT_HEADROOM, DEFAULT_WINDOW_S
 from quotaform.analytics.paths import data_path
 from quotaform.analytics.remote import SparkTarget, spark_target
 from quotaform.analytics.usage import UsageFormat
@@ -256,6 +256,26 @@ def _interval(text: str | float) -> float:
     return seconds
 
 
+def _align(text: str | float) -> float:
+    seconds = _duration(text)
+    if seconds <= 0:
+        raise typer.BadParameter(f"{text!r}: give a positive duration (11s, 1m)")
+    return seconds
+
+
+Align = Annotated[
+    float,
+    typer.Option(
+        "--align",
+        metavar="DURATION",
+        parser=_align,
+        help="Quotas are enforced per broker; a group's usage is also summed across brokers "
+        "(the cluster_* columns) after aligning each broker's samples on buckets this long: "
+        "11s (the quota window) by default; at least the sampling interval when brokers are "
+        "sampled at different times (JmxTool, analyze collect).",
+        show_default="11s",
+    ),
+]
 Since = Annotated[
     datetime | None,
     typer.Option(
@@ -434,13 +454,17 @@ def utilisation(
     usage: UsageOptions = USAGE,
     out: Out = ...,  # type: ignore[assignment]
     snapshot: Snapshot = None,
+    align: Align = DEFAULT_ALIGN_S,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Which quota governs each observed group, and how close it runs.
 
     DIR/utilisation.parquet: one row per (cluster, broker, user, client_id,
     ip, quota_key) with quota_value, level, entity, samples, p50, p95, p99,
-    max, utilisation_p99, throttled_share, censored.
+    max, utilisation_p99, throttled_share, censored; and the group's figures
+    over every broker: brokers_observed, cluster_samples, cluster_p50,
+    cluster_p95, cluster_p99, cluster_max (usage summed across brokers),
+    cluster_ceiling (the quota on each of those brokers), cluster_utilisation_p99.
     """
     _run(
         Command.utilisation,
@@ -449,6 +473,7 @@ def utilisation(
         manifests,
         snapshot,
         connection,
+        align_s=align,
     )
 
 
@@ -478,6 +503,7 @@ def impact(
         ),
     ] = DEFAULT_WINDOW_S,
     request_bytes: RequestBytes = None,
+    align: Align = DEFAULT_ALIGN_S,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """What a change does to the observed groups: --plan FILE, or manifests
@@ -488,7 +514,9 @@ def impact(
     throughput_after (min(O, T)), demand_cut, predicted_throttle_ms (the
     steady-state mean the broker's throttle-time reports: S / T, S from
     --request-bytes or the defaults), first_throttle_ms ((O - T) / T x W);
-    groups newly throttled first.
+    brokers_observed, cluster_p99, cluster_ceiling_before and
+    cluster_ceiling_after (the quotas on each of those brokers); groups
+    newly throttled first.
     """
     _run(
         Command.impact,
@@ -499,6 +527,7 @@ def impact(
         connection,
         plan_file=plan_file,
         window_s=window,
+        align_s=align,
         request_sizes=request_sizes(request_bytes),
     )
 
@@ -528,12 +557,15 @@ def recommend(
         ),
     ] = None,
     request_bytes: RequestBytes = None,
+    align: Align = DEFAULT_ALIGN_S,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
-    """Quotas sized from observed usage: the quantile x headroom, rounded up
-    to readable units; never below the current quota for a throttled
-    (censored) group, and said so. share_over and throttle_at_max_ms say
-    what the recommendation would have caused over the observed range."""
+    """Quotas sized from observed usage: the quantile x headroom of the
+    busiest broker (a quota holds on each broker), rounded up to readable
+    units; never below the current quota for a throttled (censored) group,
+    and said so. share_over and throttle_at_max_ms say what the
+    recommendation would have caused over the observed range;
+    recommended_cluster_ceiling what it allows across the group's brokers."""
     _run(
         Command.recommend,
         usage,
@@ -545,6 +577,7 @@ def recommend(
         headroom=headroom,
         request_sizes=request_sizes(request_bytes),
         write_into=write_into,
+        align_s=align,
     )
 
 

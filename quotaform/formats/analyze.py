@@ -61,8 +61,15 @@ class AnalyzeSummary(BaseModel):
     rejected: RejectedDoc
     configurations: list[str] = Field(description="Where each cluster's quotas came from.")
     counts: dict[str, Any] = Field(
-        description="utilisation: groups, censored, over_quota; impact: changed, "
-        "newly_throttled, group_changes; recommend: recommendations, censored."
+        description="utilisation: groups (per-broker rows), censored, over_quota, "
+        "cluster_groups (groups over every broker), multi_broker_groups (observed on more "
+        "than one broker), max_brokers_observed; impact: changed, newly_throttled, "
+        "group_changes; recommend: recommendations, censored."
+    )
+    align_s: float = Field(
+        description="Quotas are enforced per broker; the cluster_* columns sum a group's "
+        "usage across brokers after aligning the samples on buckets of this many seconds "
+        "from the epoch (--align).",
     )
     histogram: dict[str, int] = Field(
         default_factory=dict,

@@ -18,12 +18,14 @@ from types import MappingProxyType
 from quotaform.kafka.entity import CLIENT_ID, IP, USER
 
 __all__ = [
+    "AT_ONCE",
     "INT_MAX",
     "LONG_MAX",
     "METRICS",
     "QUOTA_KEYS",
     "KeySpec",
     "ValueType",
+    "enforcing_nodes",
     "key_spec",
     "keys_for",
 ]
@@ -67,6 +69,15 @@ class KeySpec:
         throttle_metric: the usage table's name of the group's ``throttle-time``
             (``produce-throttle-time``, ...); ``None`` for ip keys, whose
             throttling is recorded per listener, not per address.
+        enforced_on: where the quota is enforced. ``broker``: every broker
+            applies it to the requests and connections it serves, with its own
+            sensors (``ClientQuotaManager``, ``ClientRequestQuotaManager``,
+            ``ConnectionQuotas``; KIP-13: quotas are per broker), so a client
+            reaching N brokers may use N times the quota. ``controller``: the
+            active controller, which handles the mutations brokers forward
+            (KRaft ``ControllerApis`` with ``ControllerMutationQuotaManager``
+            for CreateTopics, CreatePartitions, DeleteTopics; KIP-599): one
+            node at a time, whatever the number of brokers.
     """
 
     key: str
@@ -78,6 +89,7 @@ class KeySpec:
     metric: str = ""
     usage_metric: str = ""
     throttle_metric: str | None = None
+    enforced_on: str = "broker"
 
     @property
     def max_value(self) -> int | None:
@@ -157,6 +169,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="mutation-rate",
                 usage_metric="controller-mutation-rate",
                 throttle_metric="controller-mutation-throttle-time",
+                enforced_on="controller",
             ),
             KeySpec(
                 "connection_creation_rate",
@@ -189,6 +202,26 @@ def _metrics() -> dict[str, tuple[str, str]]:
 #: order ``schemas/usage.schema.json`` lists them: the user/client-id groups'
 #: usage metrics, their throttle-time metrics, then the ip groups' metrics.
 METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(_metrics())
+
+
+#: How many nodes enforce a key's quota at the same time, by
+#: :attr:`KeySpec.enforced_on`: every broker a client reaches (``None``: all
+#: observed), or the one active controller.
+AT_ONCE: Mapping[str, int | None] = MappingProxyType({"broker": None, "controller": 1})
+
+
+def enforcing_nodes(key: str, observed: int) -> int:
+    """How many of the ``observed`` nodes (brokers, or controllers) reporting a
+    group's usage of ``key`` enforce its quota at the same time: all of them
+    for a key enforced on every broker, at most one (the active controller)
+    for ``controller_mutation_rate`` (:attr:`KeySpec.enforced_on`). The
+    group may use this many times the quota across the cluster.
+
+    Raises:
+        KeyError: not a quota key.
+    """
+    cap = AT_ONCE[QUOTA_KEYS[key].enforced_on]
+    return observed if cap is None else min(observed, cap)
 
 
 def key_spec(key: str) -> KeySpec | None:

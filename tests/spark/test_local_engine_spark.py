@@ -5,6 +5,7 @@ format, through ``run_analysis`` as ``quotaform analyze`` runs it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,15 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
+from quotaform.analytics import engine as py_engine
 from quotaform.analytics.configs import QuotaConfig, read_snapshot
 from quotaform.analytics.jobs import AnalyzeRequest, Command, Engine, run_analysis
 from quotaform.analytics.local import aggregate
 from quotaform.analytics.local.reader import read_coded_usage
 from quotaform.analytics.model import USAGE_COLUMNS, UTILISATION_COLUMNS
 from quotaform.analytics.spark import job, transforms
-from quotaform.analytics.spark.schemas import UTILISATION_SCHEMA
+from quotaform.analytics.spark.schemas import USAGE_SCHEMA, UTILISATION_SCHEMA
+from quotaform.analytics.usage import read_usage
 from quotaform.kafka.resolution import QuotaIndex
 
 from .generated import generated
@@ -120,9 +123,50 @@ def test_the_local_engine_equals_spark_on_every_fixture(
                 **options,  # type: ignore[arg-type]
             )
         )
-        tables[engine] = (_rows(result.table), result.usage_rows, result.rejected.count)
+        tables[engine] = (
+            _rows(result.table),
+            result.usage_rows,
+            result.rejected.count,
+            result.extra,
+        )
     local, spark_rows = tables[Engine.python], tables[Engine.spark]
     assert local[1:] == spark_rows[1:]
     assert local[0] and len(local[0]) == len(spark_rows[0])
     for a, b in zip(local[0], spark_rows[0], strict=True):
         assert all(_close(a[c], b[c]) for c in UTILISATION_COLUMNS), (a, b)
+
+
+def test_spark_sums_a_group_across_brokers_as_the_python_engine_to_the_bit(
+    spark: SparkSession,
+) -> None:
+    # Quotas are enforced per broker: the cases of tests/unit/test_broker_sums.py
+    # (where the local engine equals the Python engine exactly) through the
+    # Spark transform, in one job: the Prometheus steps of three instances as
+    # cluster "prom", samples taken at other times on each broker as "prod-eu",
+    # on 10 s buckets.
+    prometheus, _ = read_usage([FIXTURES / "prometheus_brokers.json"])
+    collected, _ = read_usage([FIXTURES / "usage_brokers.jsonl"])
+    rows = [dataclasses.replace(r, cluster="prom") for r in prometheus] + collected
+    (snapshot,) = read_snapshot(FIXTURES / "snapshot.jsonl")
+    configs = [snapshot, QuotaConfig("prom", snapshot.entries, "fixture")]
+    want = py_engine.utilisation(rows, {c.cluster: c.index for c in configs}, align_s=10.0)
+    frame = spark.createDataFrame(
+        [tuple(getattr(r, c) for c in USAGE_COLUMNS) for r in rows], USAGE_SCHEMA
+    )
+    got = transforms.utilisation(frame, config=job.config_frame(spark, configs), align_s=10.0)
+    key = lambda r: tuple(str(r[c]) for c in UTILISATION_COLUMNS[:6])  # noqa: E731
+    assert sorted((r.asDict() for r in got.collect()), key=key) == sorted(want, key=key)
+    alice = {(r["cluster"], r["broker"]): r for r in want if r["user"] == "alice"}
+    assert len(alice) == 6 and {r["brokers_observed"] for r in alice.values()} == {3}
+    assert {r["cluster_ceiling"] for r in alice.values()} == {3 * 1024 * 1024.0}
+    # 10 s buckets: (200 + 1500 + 20), (600 + 4000 + 50); steps missed by b3 sum two.
+    assert alice[("prod-eu", "1")]["cluster_samples"] == 2
+    assert alice[("prod-eu", "1")]["cluster_max"] == 4650.0
+    assert alice[("prom", "b1:9999")]["cluster_samples"] == 4
+    assert alice[("prom", "b1:9999")]["cluster_p50"] == 810000.0
+    # controller_mutation_rate: the active controller alone holds the quota.
+    adm = [(r["brokers_observed"], r["cluster_ceiling"], r["cluster_max"]) for r in want
+           if r["client_id"] == "adm"]  # fmt: skip
+    assert adm == [(2, 2.0, 3.0 + 0.25)] * 2  # buckets: 1.0 + 0.5, 3.0 + 0.25
+    one = [r for r in want if r["brokers_observed"] == 1]
+    assert one and all(r["cluster_ceiling"] == r["quota_value"] for r in one)

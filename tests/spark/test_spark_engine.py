@@ -69,7 +69,8 @@ def test_spark_equals_the_python_engine_on_every_row(spark: SparkSession, seed: 
     usage = _usage_frame(spark, rows)
     config = job.config_frame(spark, [QuotaConfig("c", before, "generated")])
     config_after = job.config_frame(spark, [QuotaConfig("c", after, "generated")])
-    spark_util = transforms.utilisation(usage, config=config).select(*UTILISATION_COLUMNS)
+    # Computed once for the three comparisons (impact and recommend read it).
+    spark_util = transforms.utilisation(usage, config=config).select(*UTILISATION_COLUMNS).cache()
     assertDataFrameEqual(
         spark_util, _frame(spark, py_util, UTILISATION_COLUMNS, UTILISATION_SCHEMA), rtol=1e-9
     )
@@ -81,6 +82,7 @@ def test_spark_equals_the_python_engine_on_every_row(spark: SparkSession, seed: 
     assertDataFrameEqual(
         spark_recommend, _frame(spark, py_recommend, RECOMMEND_COLUMNS, RECOMMEND_SCHEMA), rtol=1e-9
     )
+    spark_util.unpersist()
 
 
 def test_the_generated_data_covers_every_level_and_group_change() -> None:

@@ -319,20 +319,26 @@ def test_impact_splits_merges_and_predicts_throttling() -> None:
 
 
 def test_recommend_sizes_from_usage_and_never_below_a_censored_quota() -> None:
-    def group(broker: str, user: str, client: str, key: str, p99: float, censored: bool) -> dict:
+    def group(broker: str, user: str, client: str, key: str, p99: float, censored: bool,
+              brokers: int, cluster_p99: float) -> dict:  # fmt: skip
         return dict(cluster="c", broker=broker, user=user, client_id=client, ip=None,
-                    quota_key=key, quota_value=1.0 * MiB, p99=p99, censored=censored)  # fmt: skip
+                    quota_key=key, quota_value=1.0 * MiB, p99=p99, censored=censored,
+                    brokers_observed=brokers, cluster_p99=cluster_p99)  # fmt: skip
 
     util = [
-        group("1", "u", "", "producer_byte_rate", 0.5 * MiB, False),
-        group("2", "u", "", "producer_byte_rate", 0.8 * MiB, False),
-        group("1", "", "hot", "consumer_byte_rate", 1.01 * MiB, True),
+        group("1", "u", "", "producer_byte_rate", 0.5 * MiB, False, 2, 1.25 * MiB),
+        group("2", "u", "", "producer_byte_rate", 0.8 * MiB, False, 2, 1.25 * MiB),
+        group("1", "", "hot", "consumer_byte_rate", 1.01 * MiB, True, 1, 1.01 * MiB),
     ]
     recs = {r["user"] or r["client_id"]: r for r in engine.recommend(util)}
     # The busiest broker's p99 0.8 MiB x 1.2 = 983.04 KiB, up to whole KiB.
     assert recs["u"]["recommended"] == 984 * KiB
     assert recs["u"]["recommended_text"] == "984KiB"
     assert recs["u"]["entity"] == '{"user":"u"}'
+    # A per-broker quota: on the 2 brokers u reaches it may use twice as much.
+    assert (recs["u"]["brokers_observed"], recs["u"]["cluster_p99"]) == (2, 1.25 * MiB)
+    assert recs["u"]["cluster_ceiling"] == 2 * MiB
+    assert recs["u"]["recommended_cluster_ceiling"] == 2 * 984 * KiB
     assert recs["hot"]["recommended"] >= 1.2 * MiB and recs["hot"]["censored"]
     assert "true demand is unknown" in recs["hot"]["note"]
     assert recs["hot"]["entity"] == '{"client-id":"hot"}'

@@ -134,7 +134,8 @@ def test_the_readable_cases_through_the_engines_recommend() -> None:
     util = [
         {"cluster": "c", "broker": "1", "user": "", "client_id": f"app-{i}",
          "ip": "192.0.2.1" if "ip" in QUOTA_KEYS[c.key].entity_types else None,
-         "quota_key": c.key, "quota_value": None, "p99": c.value, "censored": False}
+         "quota_key": c.key, "quota_value": None, "p99": c.value, "censored": False,
+         "brokers_observed": 1, "cluster_p99": c.value}
         for i, c in enumerate(CASES.readable)
     ]  # fmt: skip
     got = {r["client_id"]: r for r in engine.recommend(util, headroom=1.0)}
@@ -151,7 +152,8 @@ def _impact_rows(case: ThrottleCase) -> tuple[dict[str, object], dict[Entity, di
         "cluster": "c", "broker": "1", "user": "" if is_ip else "u",
         "client_id": "" if is_ip else "app", "ip": "192.0.2.1" if is_ip else None,
         "quota_key": case.key, "quota_value": None, "level": None, "entity": None,
-        "p99": case.observed, "censored": False,
+        "p99": case.observed, "censored": False, "brokers_observed": 1,
+        "cluster_p99": case.observed,
     }  # fmt: skip
     return row, {entity: {case.key: case.quota}} if case.quota is not None else {}
 

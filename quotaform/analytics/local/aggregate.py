@@ -6,7 +6,11 @@ Quantiles are exact and the same numbers as
 the usage samples are sorted once by (group, value) (``numpy.lexsort``), and
 each group's ranks ``floor``/``ceil`` of ``p * (n - 1)`` are indexed at once;
 the interpolation is the same floating-point expression, so the values are
-equal bit for bit. The quota each group is held to is resolved in Python
+equal bit for bit. The cluster-wide sums add in the orders the rule names
+(:mod:`quotaform.analytics.model`: ascending values within a broker's
+bucket, then the brokers by name), one position of every run at a time
+(:func:`_fold`), so they are equal bit for bit too. The quota each group is
+held to is resolved in Python
 once per distinct (cluster, tags, key) by
 :func:`~quotaform.kafka.resolution.quota_for_tags`, the engine's rule.
 """
@@ -25,9 +29,15 @@ import pyarrow.compute as pc
 from quotaform.analytics.engine import entity_json, group_tags
 from quotaform.analytics.local.checks import METRIC_CODES
 from quotaform.analytics.local.reader import CodedUsage
-from quotaform.analytics.model import COLUMN_TYPES, PERCENTILES, UTILISATION_COLUMNS
+from quotaform.analytics.model import (
+    COLUMN_TYPES,
+    DEFAULT_ALIGN_S,
+    PERCENTILES,
+    UTILISATION_COLUMNS,
+    align_micros,
+)
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity
-from quotaform.kafka.keys import METRICS
+from quotaform.kafka.keys import METRICS, enforcing_nodes
 from quotaform.kafka.resolution import MetricTags, QuotaIndex, quota_for_tags
 
 __all__ = [
@@ -228,15 +238,17 @@ def _np(mask: pa.Array) -> np.ndarray:
 
 
 def _sorted_by_key_then_value(
-    keys: np.ndarray, values: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """``keys`` and ``values`` ordered by (key, value): a sort by value, then a
-    stable sort by key (faster than ``numpy.lexsort`` on two keys)."""
+    keys: np.ndarray, values: np.ndarray, *carried: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """``keys``, ``values`` (and ``carried`` arrays, row for row) ordered by
+    (key, value): a sort by value, then a stable sort by key (faster than
+    ``numpy.lexsort`` on two keys)."""
     by_value = np.argsort(values)
     keys, values = keys[by_value], values[by_value]
+    moved = [column[by_value] for column in carried]
     del by_value
     by_key = np.argsort(keys, kind="stable")
-    return keys[by_key], values[by_key]
+    return keys[by_key], values[by_key], *(column[by_key] for column in moved)
 
 
 def _counts(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -245,25 +257,164 @@ def _counts(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.searchsorted(keys, groups, side="right") - np.searchsorted(keys, groups, side="left")
 
 
-def utilisation(usage: CodedUsage, configs: Mapping[str, QuotaIndex]) -> Utilisation:
+def _fold(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The sum of each run ``values[start : start + length]`` (``length`` >= 1),
+    added left to right from 0.0 (:func:`~quotaform.analytics.model.fold_sum`'s
+    order): the first value of every run, then the second of the runs that
+    have one, ... (numpy's own sums add in blocks, in another order)."""
+    total = values[starts] + 0.0  # 0.0 + v, as the fold starts (-0.0 becomes 0.0)
+    active = np.flatnonzero(lengths > 1)
+    step = 1
+    while len(active):
+        total[active] += values[starts[active] + step]
+        step += 1
+        active = active[lengths[active] > step]
+    return total
+
+
+def _runs(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, lengths)`` of the runs of equal rows in sorted ``columns``."""
+    size = len(columns[0])
+    change = np.zeros(size, dtype=bool)
+    if size:
+        change[0] = True
+    for column in columns:
+        change[1:] |= column[1:] != column[:-1]
+    starts = np.flatnonzero(change)
+    return starts, np.diff(np.append(starts, size))
+
+
+def _stable_order(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """The stable permutation sorting rows by non-negative integer ``columns``
+    (first column first): one stable argsort of the columns packed into an
+    int64 when they fit, else ``numpy.lexsort`` (stable too)."""
+    widths = [max(int(c.max(initial=0)).bit_length(), 1) for c in columns]
+    if sum(widths) > 63:
+        return np.lexsort(tuple(reversed(columns)))
+    packed = np.zeros(len(columns[0]), dtype=np.int64)
+    for column, width in zip(columns, widths, strict=True):
+        packed <<= width
+        packed |= column
+    return np.argsort(packed, kind="stable")
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """The cluster-wide figures per group row (see :func:`_cluster_figures`)."""
+
+    brokers: np.ndarray
+    samples: np.ndarray
+    quantiles: list[np.ndarray]
+    maxima: np.ndarray
+
+
+def _cluster_figures(
+    row: np.ndarray,
+    values: np.ndarray,
+    micros: np.ndarray,
+    parts: Mapping[str, Any],
+    quota_key: pa.Array,
+    align_us: int,
+) -> _Cluster:
+    """Every group row's group over all brokers (same cluster, tags and key):
+    the brokers with a row of it, and the quantiles of its usage summed
+    across brokers per aligned bucket (:func:`quotaform.analytics.engine.cluster_figures`).
+
+    Args:
+        row, values, micros: the group row (index into ``parts``), value and
+            time (microseconds, UTC) of every usage sample (no NaN), sorted
+            by (row, value).
+        parts: the group rows' ``cluster``, ``broker``, ``user``,
+            ``client_id``, ``ip`` (``""`` for none).
+        quota_key: each group row's quota key.
+        align_us: the bucket, microseconds.
+    """
+    group, names = _codes(
+        _join(parts["cluster"], parts["user"], parts["client_id"], parts["ip"], quota_key)
+    )
+    groups = len(names)
+    broker_codes, broker_names = _codes(parts["broker"])
+    by_name = sorted(range(len(broker_names)), key=broker_names.__getitem__)
+    rank = np.empty(len(broker_names), dtype=np.int64)
+    rank[by_name] = np.arange(len(broker_names))
+    broker = rank[broker_codes] if len(broker_codes) else broker_codes
+    first = int(micros.min(initial=0))
+    bucket = micros - np.mod(micros, align_us)
+    bucket -= first - first % align_us
+    bucket //= align_us
+    # (group, bucket, broker), each run still in value order (one broker's
+    # samples of one group are one row's): a stable sort keeps it.
+    order = _stable_order([group[row], bucket, broker[row]])
+    row, bucket, values = row[order], bucket[order], values[order]
+    del order
+    sample_group, sample_broker = group[row], broker[row]
+    del row
+    starts, lengths = _runs(sample_group, bucket, sample_broker)
+    means = _fold(values, starts, lengths) / lengths
+    del values, sample_broker
+    mean_group, mean_bucket = sample_group[starts], bucket[starts]
+    del sample_group, bucket
+    # The brokers' averages of a bucket, already in broker-name order: summed.
+    starts, lengths = _runs(mean_group, mean_bucket)
+    sums = _fold(means, starts, lengths)
+    sum_group = mean_group[starts]
+    del means, mean_group, mean_bucket
+    sorted_groups, sorted_sums = _sorted_by_key_then_value(sum_group, sums)
+    counts = np.bincount(sorted_groups, minlength=groups)
+    firsts = np.cumsum(counts) - counts
+    quantiles = _quantiles(sorted_sums, firsts, counts)
+    maxima = sorted_sums[np.maximum(firsts + counts - 1, 0)] if len(sorted_sums) else counts * 0.0
+    brokers = np.bincount(group, minlength=groups)
+    return _Cluster(
+        brokers=brokers[group],
+        samples=counts[group],
+        quantiles=[q[group] for q in quantiles],
+        maxima=maxima[group],
+    )
+
+
+def _enforcing(quota_key: pa.Array, brokers: np.ndarray) -> np.ndarray:
+    """:func:`~quotaform.kafka.keys.enforcing_nodes` per row, once per
+    distinct (key, brokers)."""
+    codes, names = _codes(quota_key)
+    if not len(codes):
+        return brokers
+    unique, inverse = _distinct([codes, brokers])
+    nodes = np.array([enforcing_nodes(names[k], int(n)) for k, n in unique.tolist()])
+    return nodes[inverse]
+
+
+def utilisation(
+    usage: CodedUsage,
+    configs: Mapping[str, QuotaIndex],
+    *,
+    align_s: float = DEFAULT_ALIGN_S,
+) -> Utilisation:
     """The rows :func:`quotaform.analytics.engine.utilisation` computes from
     the same samples, as an Arrow table: per observed (cluster, broker,
     group, key) the governing quota, the usage's sample count (NaN left out),
     p50/p95/p99 and max, ``utilisation_p99``, and from the throttle-time
     samples (NaN counted, > 0 is throttled) ``throttled_share`` and
-    ``censored``. A series with only throttle samples makes no row.
+    ``censored``. A series with only throttle samples makes no row. Next to
+    them the group's cluster-wide figures over every broker
+    (:data:`~quotaform.analytics.model.CLUSTER_COLUMNS`).
 
     Args:
         usage: the coded usage of clusters that ``configs`` has.
         configs: cluster name -> its quota configuration.
+        align_s: the bucket (seconds) the brokers' samples are aligned on.
 
     Raises:
         KeyError: a usage row's cluster is not in ``configs``.
+        ValueError: ``align_s`` is not a positive duration.
     """
+    align_us = align_micros(align_s)
     keys, is_usage = group_keys(usage)
     values = usage.value
     sample = is_usage & ~np.isnan(values)
-    sorted_keys, sorted_values = _sorted_by_key_then_value(keys[sample], values[sample])
+    sorted_keys, sorted_values, sorted_micros = _sorted_by_key_then_value(
+        keys[sample], values[sample], usage.timestamp[sample]
+    )
     # Every group with a usage row: those with samples, and those with NaN only.
     starts_at = np.flatnonzero(np.diff(sorted_keys, prepend=~sorted_keys[:1]) != 0)
     groups = sorted_keys[starts_at]
@@ -272,11 +423,15 @@ def utilisation(usage: CodedUsage, configs: Mapping[str, QuotaIndex]) -> Utilisa
         groups = np.union1d(groups, nan_only)
     starts = np.searchsorted(sorted_keys, groups, side="left")
     samples = np.searchsorted(sorted_keys, groups, side="right") - starts
+    # The group row of every sorted sample, from the runs of equal keys.
+    sorted_rows = np.repeat(
+        np.searchsorted(groups, sorted_keys[starts_at]),
+        np.diff(np.append(starts_at, len(sorted_keys))),
+    )
     del sorted_keys, starts_at
     p50, p95, p99 = _quantiles(sorted_values, starts, samples)
     has = samples > 0
     maxima = sorted_values[np.maximum(starts + samples - 1, 0)] if len(sorted_values) else p99
-    del sorted_values
     throttle = ~is_usage
     throttles = _counts(keys[throttle], groups)
     over = _counts(keys[throttle & (values > 0)], groups)
@@ -284,14 +439,22 @@ def utilisation(usage: CodedUsage, configs: Mapping[str, QuotaIndex]) -> Utilisa
 
     parts = usage.series(groups)
     quota_key = pa.array(_QUOTA_KEYS).take(pa.array(parts["metric"]))
+    cluster = _cluster_figures(
+        sorted_rows, sorted_values, sorted_micros, parts, quota_key, align_us
+    )
+    del sorted_rows, sorted_values, sorted_micros
     quota_value, level, entity = _resolutions(
         parts["cluster"], parts["user"], parts["client_id"], parts["ip"], quota_key, configs
     )
     quota = quota_value.to_numpy(zero_copy_only=False)
     limited = ~np.isnan(quota)  # quota_value is null when unlimited
+    c50, c95, c99 = cluster.quantiles
+    summed = cluster.samples > 0
+    ceiling = quota * _enforcing(quota_key, cluster.brokers)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = p99 / np.where(limited, quota, 1.0)
         share = over / np.maximum(throttles, 1)
+        cluster_ratio = c99 / np.where(limited, ceiling, 1.0)
     double = pa.float64()
     columns: dict[str, Any] = {
         "cluster": parts["cluster"],
@@ -311,6 +474,14 @@ def utilisation(usage: CodedUsage, configs: Mapping[str, QuotaIndex]) -> Utilisa
         "utilisation_p99": _nullable(ratio, has & limited, double),
         "throttled_share": _nullable(share, throttles > 0, double),
         "censored": pa.array(over > 0),
+        "brokers_observed": pa.array(cluster.brokers.astype(np.int32)),
+        "cluster_samples": pa.array(cluster.samples.astype(np.int64)),
+        "cluster_p50": _nullable(c50, summed, double),
+        "cluster_p95": _nullable(c95, summed, double),
+        "cluster_p99": _nullable(c99, summed, double),
+        "cluster_max": _nullable(cluster.maxima, summed, double),
+        "cluster_ceiling": _nullable(ceiling, limited, double),
+        "cluster_utilisation_p99": _nullable(cluster_ratio, summed & limited, double),
     }
     schema = arrow_schema(UTILISATION_COLUMNS)
     table = pa.table([columns[c] for c in UTILISATION_COLUMNS], schema=schema)

@@ -27,7 +27,7 @@ from quotaform.kafka.impact import (
     SOURCE_GIVEN,
     STEADY_RULES,
 )
-from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.keys import AT_ONCE, QUOTA_KEYS
 from quotaform.kafka.resolution import (
     GROUP_CHANGES,
     OWN_LEVELS,
@@ -50,6 +50,7 @@ from quotaform.kafka.units import (
 
 __all__ = [
     "demand_cut",
+    "enforcing_nodes",
     "first_throttle_ms",
     "group_change",
     "java_round",
@@ -253,6 +254,18 @@ def share_over(value: Column, points: Sequence[tuple[float, Column]]) -> Column:
             F.lit(1.0) - (F.lit(s0) + F.lit(s1 - s0) * (value - q0) / (q1 - q0)),
         )
     return expr.otherwise(F.lit(0.0)).cast("double")
+
+
+def enforcing_nodes(key: Column, observed: Column) -> Column:
+    """:func:`quotaform.kafka.keys.enforcing_nodes`: of the ``observed`` nodes
+    reporting a group's usage of ``key``, how many enforce its quota at once
+    (:data:`~quotaform.kafka.keys.AT_ONCE` by the key's ``enforced_on``)."""
+    expr = observed
+    for where, cap in AT_ONCE.items():
+        keys = [k for k, s in QUOTA_KEYS.items() if s.enforced_on == where]
+        if cap is not None and keys:
+            expr = F.when(key.isin(keys), F.least(observed, F.lit(cap))).otherwise(expr)
+    return expr
 
 
 # ------------------------------------------------------------------ names and groups

@@ -31,9 +31,11 @@ from pyspark.sql.window import Window
 
 from quotaform.analytics.model import (
     CENSORED_NOTE,
+    DEFAULT_ALIGN_S,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
     PERCENTILES,
+    align_micros,
 )
 from quotaform.analytics.spark import columns
 from quotaform.kafka.entity import CLIENT_ID, IP, USER
@@ -48,6 +50,7 @@ from quotaform.kafka.resolution import (
 )
 
 __all__ = [
+    "cluster_usage",
     "impact",
     "recommend",
     "resolve_groups",
@@ -266,11 +269,99 @@ def _exact_percentile(values: Column, p: float) -> Column:
     )
 
 
-def utilisation(usage: DataFrame, *, config: DataFrame) -> DataFrame:
+#: A group over every broker.
+_CLUSTER_GROUP = ("cluster", "quota_key", "user", "client_id", "ip")
+
+
+def _broker_means_summed(samples: Column) -> Column:
+    """:func:`quotaform.analytics.engine.cluster_figures` for one bucket: an
+    array of ``(broker, value)`` sorted by broker then value, folded left to
+    right: each broker's values added from 0.0 and divided by their count,
+    those averages added from 0.0 in broker order
+    (:func:`~quotaform.analytics.model.fold_sum`'s order, so the sum equals
+    the Python engine's bit for bit)."""
+    start = F.struct(
+        _null().alias("b"),
+        F.lit(0.0).alias("s"),
+        F.lit(0).alias("n"),
+        F.lit(0.0).alias("t"),
+    )
+
+    def add(acc: Column, x: Column) -> Column:
+        same = acc["b"].isNull() | (acc["b"] == x["broker"])
+        return F.struct(
+            x["broker"].alias("b"),
+            F.when(same, acc["s"] + x["value"]).otherwise(F.lit(0.0) + x["value"]).alias("s"),
+            F.when(same, acc["n"] + 1).otherwise(F.lit(1)).alias("n"),
+            F.when(same, acc["t"]).otherwise(acc["t"] + acc["s"] / acc["n"]).alias("t"),
+        )
+
+    return F.aggregate(samples, start, add, lambda acc: acc["t"] + acc["s"] / acc["n"])
+
+
+def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> DataFrame:
+    """Each group's usage summed across brokers (the rule of
+    :mod:`quotaform.analytics.model`): samples aligned on buckets of
+    ``align_s`` seconds from the epoch, each broker's samples of a bucket
+    averaged (NaN left out), the averages summed, and the quantiles of those
+    sums; and the brokers with a usage sample of the group (NaN counted).
+
+    Args:
+        samples: usage samples: ``cluster``, ``broker``, ``user``,
+            ``client_id``, ``ip``, ``quota_key``, ``timestamp``, ``value``.
+
+    Returns:
+        One row per group (``cluster``, ``user``, ``client_id``, ``ip``,
+        ``quota_key``): ``brokers_observed``, ``cluster_samples``,
+        ``cluster_p50``, ``cluster_p95``, ``cluster_p99``, ``cluster_max``.
+
+    Raises:
+        ValueError: ``align_s`` is not a positive duration.
+    """
+    align_us = F.lit(align_micros(align_s))
+    micros = F.unix_micros(F.col("timestamp"))
+    by_bucket = samples.groupBy(
+        *_CLUSTER_GROUP, (micros - F.pmod(micros, align_us)).alias("bucket")
+    ).agg(F.array_sort(F.collect_list(F.struct("broker", "value"))).alias("s"))
+    numbers = F.filter(F.col("s"), lambda x: ~F.isnan(x["value"]))
+    sums = by_bucket.select(
+        *_CLUSTER_GROUP,
+        F.array_distinct(F.transform(F.col("s"), lambda x: x["broker"])).alias("brokers"),
+        F.when(F.size(numbers) > 0, _broker_means_summed(numbers)).alias("total"),
+    )
+    return (
+        sums.groupBy(*_CLUSTER_GROUP)
+        .agg(
+            F.sort_array(F.collect_list("total")).alias("c"),  # nulls (NaN only) left out
+            # Few distinct broker sets over the buckets: collected once each.
+            F.size(F.array_distinct(F.flatten(F.collect_set("brokers"))))
+            .cast("int")
+            .alias("brokers_observed"),
+        )
+        .select(
+            *_CLUSTER_GROUP,
+            "brokers_observed",
+            F.size("c").cast("long").alias("cluster_samples"),
+            *[
+                _exact_percentile(F.col("c"), p).alias(n)
+                for p, n in zip(
+                    PERCENTILES, ("cluster_p50", "cluster_p95", "cluster_p99"), strict=True
+                )
+            ],
+            F.element_at("c", -1).alias("cluster_max"),
+        )
+    )
+
+
+def utilisation(
+    usage: DataFrame, *, config: DataFrame, align_s: float = DEFAULT_ALIGN_S
+) -> DataFrame:
     """Per observed (cluster, broker, group, key): the quota (from the group's
     tags), exact usage quantiles p50/p95/p99 (NaN samples left out), max,
     ``utilisation_p99``, and from the group's ``throttle-time`` the share of
-    samples > 0 and ``censored``. The columns of
+    samples > 0 and ``censored``; next to them the group's cluster-wide
+    figures over every broker (:func:`cluster_usage`, ``brokers_observed``
+    and ``cluster_ceiling``). The columns of
     :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`."""
     group = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
     usage_key = _metric_map("usage")[F.col("metric")]
@@ -286,6 +377,7 @@ def utilisation(usage: DataFrame, *, config: DataFrame) -> DataFrame:
         "ip",
         F.coalesce(usage_key, throttle_key).alias("quota_key"),
         is_usage.alias("is_usage"),
+        "timestamp",
         "value",
     )
     nan = F.isnan("value")
@@ -308,6 +400,28 @@ def utilisation(usage: DataFrame, *, config: DataFrame) -> DataFrame:
         F.col("t_over"),
     )
     resolved = resolve_groups(joined, config=config)
+    # Every group with a per-broker row has a usage sample: it has a cluster row.
+    cluster = cluster_usage(keyed.where(F.col("is_usage")), align_s=align_s)
+    r, c = resolved.alias("r"), cluster.alias("c")
+    resolved = r.join(
+        c, [F.col(f"r.{k}").eqNullSafe(F.col(f"c.{k}")) for k in _CLUSTER_GROUP], "left"
+    ).select(
+        "r.*",
+        *[
+            F.col(f"c.{n}")
+            for n in (
+                "brokers_observed",
+                "cluster_samples",
+                "cluster_p50",
+                "cluster_p95",
+                "cluster_p99",
+                "cluster_max",
+            )
+        ],
+    )
+    ceiling = F.col("quota_value") * columns.enforcing_nodes(
+        F.col("quota_key"), F.col("brokers_observed")
+    )
     return resolved.select(
         *group,
         "quota_value",
@@ -321,6 +435,14 @@ def utilisation(usage: DataFrame, *, config: DataFrame) -> DataFrame:
         (F.col("p99") / F.col("quota_value")).alias("utilisation_p99"),
         (F.col("t_over") / F.col("t_samples")).alias("throttled_share"),
         (F.coalesce(F.col("t_over"), F.lit(0)) > 0).alias("censored"),
+        "brokers_observed",
+        "cluster_samples",
+        "cluster_p50",
+        "cluster_p95",
+        "cluster_p99",
+        "cluster_max",
+        ceiling.alias("cluster_ceiling"),
+        (F.col("cluster_p99") / ceiling).alias("cluster_utilisation_p99"),
     )
 
 
@@ -484,6 +606,8 @@ def impact(
         tags_after.alias("tags_after"),
         F.col("u.p99").alias("p99"),
         F.col("u.censored").alias("throttled_before"),
+        F.col("u.brokers_observed").alias("brokers_observed"),
+        F.col("u.cluster_p99").alias("cluster_p99"),
     )
     merged = Window.partitionBy("cluster", "broker", "quota_key", "tags_after")
     observed = F.when(
@@ -512,6 +636,7 @@ def impact(
     )
     size = F.col("request_bytes")
     predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size)
+    nodes = columns.enforcing_nodes(key, F.col("brokers_observed"))
     return with_observed.select(
         "cluster",
         "broker",
@@ -538,6 +663,10 @@ def impact(
         columns.demand_cut(observed_col, quota_after).alias("demand_cut"),
         "request_bytes",
         "request_bytes_source",
+        "brokers_observed",
+        "cluster_p99",
+        (F.col("quota_before") * nodes).alias("cluster_ceiling_before"),
+        (quota_after * nodes).alias("cluster_ceiling_after"),
     )
 
 
@@ -552,7 +681,8 @@ def recommend(
     request_sizes: Mapping[str, float] | None = None,
 ) -> DataFrame:
     """:func:`quotaform.analytics.engine.recommend` in Spark (the columns of
-    :data:`~quotaform.analytics.model.RECOMMEND_COLUMNS`)."""
+    :data:`~quotaform.analytics.model.RECOMMEND_COLUMNS`): a per-broker quota
+    from the busiest broker, and what it allows across the group's brokers."""
     group = ["cluster", "user", "client_id", "ip", "quota_key"]
     per_group = (
         util.where(F.col(quantile).isNotNull())
@@ -563,6 +693,9 @@ def recommend(
             *[F.max(c).alias(f"top_{c}") for c in ("p50", "p95", "p99", "max")],
             F.first("quota_value", ignorenulls=True).alias("quota_value"),
             F.max(F.col("censored").cast("int")).cast("boolean").alias("censored"),
+            # The group's own figures: the same on each of its rows.
+            F.max("brokers_observed").alias("brokers_observed"),
+            F.max("cluster_p99").alias("cluster_p99"),
         )
     )
     target = F.col("peak_p99") * F.lit(headroom)
@@ -587,6 +720,7 @@ def recommend(
         for share, c in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"), (1.0, "max"))
     ]
     top = F.col("top_max")
+    nodes = columns.enforcing_nodes(key, F.col("brokers_observed"))
     return per_group.select(
         *group,
         "quota_value",
@@ -605,4 +739,8 @@ def recommend(
         ).alias("throttle_at_max_ms"),
         "request_bytes",
         "request_bytes_source",
+        "brokers_observed",
+        "cluster_p99",
+        (F.col("quota_value") * nodes).alias("cluster_ceiling"),
+        (recommended * nodes).alias("recommended_cluster_ceiling"),
     )
