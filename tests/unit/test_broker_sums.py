@@ -229,7 +229,7 @@ def test_the_documented_commands_run_as_shown(
         "Quotas are enforced per broker: 1 of 2 groups were observed on more than one broker "
         "(at most 3) and may use their quota on each (cluster ceiling); cluster p99: their "
         "usage summed across brokers in 11 s buckets. prod-eu: user=alice, client-id=ingest "
-        "producer_byte_rate: 1MiB on each of 3 brokers, 3MiB across them (cluster p99 "
+        "producer_byte_rate: 1MiB on each of 3 brokers, 3MiB across them (cluster p99 1.08MiB)."
     ) in report
     header = next(line for line in report.splitlines() if line.startswith("| group"))
     assert header.endswith("| brokers | cluster p99 | cluster ceiling |")
