@@ -42,11 +42,17 @@ class BrokerConfigs:
         errors: ``{broker id: reason}`` for brokers that could not be asked
             or refused (``"ClusterAuthorizationFailedError: ..."``).
         brokers: the ids DescribeCluster listed (unfenced), sorted as numbers.
+        hidden: ``{broker id: config names}`` the broker reported as sensitive,
+            its value withheld (``None`` in ``values``), e.g.
+            ``{"1": ("super.users",)}``: brokers report every config their
+            ``KafkaConfig`` does not define (the authorizer's ``super.users``)
+            as sensitive (``ConfigHelper``), so its value cannot be read.
     """
 
     values: dict[str, dict[str, str | None]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     brokers: tuple[str, ...] = ()
+    hidden: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def distinct(self, name: str) -> dict[str | None, tuple[str, ...]]:
         """``{value: broker ids}`` of config ``name`` across the brokers that
@@ -84,6 +90,7 @@ def read_broker_configs(client: QuotaAdminClient, names: Sequence[str]) -> Broke
     brokers = live_brokers(client)
     values: dict[str, dict[str, str | None]] = {}
     errors: dict[str, str] = {}
+    hidden: dict[str, tuple[str, ...]] = {}
     for broker in brokers:
         try:
             response = client._manager.run(_describe, client, int(broker), list(names))
@@ -96,5 +103,8 @@ def read_broker_configs(client: QuotaAdminClient, names: Sequence[str]) -> Broke
                 errors[broker] = f"{error}: {result.error_message or 'no message'}"
                 continue
             values[broker] = {entry.name: entry.value for entry in result.configs}
+            withheld = tuple(e.name for e in result.configs if e.is_sensitive and e.value is None)
+            if withheld:
+                hidden[broker] = withheld
     log.info("DescribeConfigs: %d broker(s) answered, %d not", len(values), len(errors))
-    return BrokerConfigs(values=values, errors=errors, brokers=tuple(brokers))
+    return BrokerConfigs(values=values, errors=errors, brokers=tuple(brokers), hidden=hidden)

@@ -228,7 +228,12 @@ class PlanDocument(BaseModel):
     changes: list[ChangeDoc] = Field(description="Every in-scope entity, sorted by entity.")
     summary: SummaryDoc
     unmanaged: int = Field(description="Live entities outside the scope, left alone.")
-    warnings: list[str]
+    warnings: list[str] = Field(
+        description="Warnings, each 'path:line: field: message' where a declaration is "
+        "concerned: the manifests' (e.g. a user name that is probably not the principal "
+        "meant, an entry that never applies) and, once connected, a user quota naming no "
+        "SCRAM user of the cluster or a default user quota that would throttle a super user."
+    )
     violations: list[ViolationDoc] = Field(
         default_factory=list, description="Guard-rail violations; apply refuses when any."
     )

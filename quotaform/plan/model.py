@@ -165,7 +165,9 @@ class Plan:
         unmanaged_by_shape: the same per shape name (``user+client-id``),
             zeros included; empty when only the total is known.
         rpc_counts: RPCs made to read the live state, by API name.
-        warnings: the manifests' warnings (``path:line: field: message``).
+        warnings: the manifests' warnings (``path:line: field: message``),
+            then those ``plan`` adds once connected
+            (:mod:`quotaform.plan.principals`: SCRAM users, super users).
         outside: ``{entity: quotas}`` of the live entities outside the scope
             (left alone; they take part in resolution, so explaining a plan
             needs them); empty when they were not read.

@@ -20,7 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import kafka.errors as kerrors
 from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
-from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    DescribeClientQuotasRequest,
+    DescribeUserScramCredentialsRequest,
+)
 from kafka.protocol.metadata import ApiVersionsRequest
 from tenacity import (
     RetryCallState,
@@ -142,8 +146,11 @@ class ClientQuotaAdminMixin:
 
     # -- sending -------------------------------------------------------------
 
-    async def _send(self, request: Any, *, preflight: bool = False) -> Any:
-        """Send ``request`` to one broker and return its response.
+    async def _send(
+        self, request: Any, *, preflight: bool = False, timeout_ms: int | None = None
+    ) -> Any:
+        """Send ``request`` to one broker and return its response, waiting at
+        most ``timeout_ms`` (default: the client's quota request timeout).
 
         Raises:
             _NotSent: the request never left this process (no connection could
@@ -152,7 +159,7 @@ class ClientQuotaAdminMixin:
             Exception: kafka-python's error once the request was written and no
                 answer came (timeout, lost connection): its outcome is unknown.
         """
-        timeout_ms = self._quota_request_timeout_ms
+        timeout_ms = timeout_ms or self._quota_request_timeout_ms
         try:
             conn = self._manager.get_connection(self._manager.least_loaded_node())
             await conn
@@ -224,6 +231,42 @@ class ClientQuotaAdminMixin:
         return self._with_retries(
             "DescribeClientQuotas",
             lambda: self._manager.run(self._async_describe_client_quotas, components, strict),
+        )
+
+    # -- DescribeUserScramCredentials (API key 50) ---------------------------
+
+    async def _async_describe_scram_users(self, timeout_ms: int) -> tuple[str, ...]:
+        # users=[], never null: both mean "every user" (ScramImage.describe),
+        # but a broker refusing a null list fails to build its error answer
+        # (DescribeUserScramCredentialsRequest.getErrorResponse throws a
+        # NullPointerException) and never answers: kafka-python's
+        # describe_user_scram_credentials() sends null and waits out the whole
+        # request timeout. Proven on Kafka 4.3.1 (tests/integration/test_sasl_e2e.py).
+        request = DescribeUserScramCredentialsRequest(users=[])
+        response = await self._send(request, timeout_ms=timeout_ms)
+        if response.error_code:
+            raise broker_error(
+                response.error_code, response.error_message, api="DescribeUserScramCredentials"
+            )
+        return tuple(sorted(r.user for r in response.results if not r.error_code))
+
+    def describe_scram_users(self, *, timeout_ms: int) -> tuple[str, ...]:
+        """The names of every user with SCRAM credentials (KIP-554), sorted:
+        one request, no retries, waiting at most ``timeout_ms`` (or the
+        client's request timeout when shorter).
+
+        Raises:
+            AuthorizationError: 31, the principal lacks DESCRIBE on CLUSTER.
+            BrokerError: any other error (UNSUPPORTED_VERSION on brokers older
+                than 2.7), or no answer within ``timeout_ms``.
+        """
+        return self._with_retries(
+            "DescribeUserScramCredentials",
+            lambda: self._manager.run(
+                self._async_describe_scram_users,
+                min(timeout_ms, self._quota_request_timeout_ms),
+            ),
+            retry=RetryPolicy(attempts=1),
         )
 
     # -- AlterClientQuotas (API key 49) ------------------------------------
@@ -392,13 +435,15 @@ class ClientQuotaAdminMixin:
 
     # -- shared ------------------------------------------------------------
 
-    def _with_retries(self, api: str, call: Callable[[], T]) -> T:
+    def _with_retries(
+        self, api: str, call: Callable[[], T], *, retry: RetryPolicy | None = None
+    ) -> T:
         def on_retry(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             log.warning("%s: retrying after %s (try %d)", api, exc, state.attempt_number)
 
         try:
-            for attempt in self._quota_retry.retrying(on_retry):
+            for attempt in (retry or self._quota_retry).retrying(on_retry):
                 with attempt:
                     self.rpc_counts[api] = self.rpc_counts.get(api, 0) + 1
                     start = time.perf_counter()
