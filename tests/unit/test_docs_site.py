@@ -95,6 +95,19 @@ def test_every_page_is_built(site: Path) -> None:
     assert not (site / "hooks").exists() and not (site / "_incoming").exists()
 
 
+def test_no_list_item_is_read_as_part_of_a_paragraph(site: Path) -> None:
+    # Python-Markdown wants 4 spaces (GitHub 2) for what continues a list item:
+    # a bullet after an under-indented block is glued to the paragraph above.
+    swallowed = [
+        f"{page.relative_to(site)}: {line.strip()[:80]}"
+        for page in sorted(site.glob("**/index.html"))
+        for paragraph in re.findall(r"<p>(.*?)</p>", page.read_text(encoding="utf-8"), re.S)
+        for line in paragraph.splitlines()[1:]
+        if re.match(r"\s*[*-] ", line)
+    ]
+    assert swallowed == []
+
+
 def test_the_exit_code_page_is_the_code(site: Path) -> None:
     text = _text(site / "exit-codes" / "index.html")
     for code, meaning in EXIT_CODE_MEANINGS.items():
