@@ -50,6 +50,33 @@ def fenced_block(name: str, *, after: str, language: str = "bash") -> str:
     return blocks[0]
 
 
+def section(name: str, heading: str) -> str:
+    """The text of document ``name`` under ``heading`` (a whole line such as
+    ``## Principals: ...``) up to the next heading of the same or a higher level."""
+    text = doc_text(name)
+    found = re.search(rf"^{re.escape(heading)}$", text, re.M)
+    assert found is not None, f"{name}: no heading {heading!r}"
+    level = len(heading) - len(heading.lstrip("#"))
+    rest = text[found.end() :]
+    fences = [m.span() for m in _FENCE.finditer(rest)]  # a "# file" line in a block is no heading
+    for end in re.finditer(rf"^#{{1,{level}}} ", rest, re.M):
+        if not any(a <= end.start() < b for a, b in fences):
+            return rest[: end.start()]
+    return rest
+
+
+def file_block(text: str, name: str) -> str:
+    """The ``yaml`` block of ``text`` whose first line is ``# NAME``: a file the page shows.
+
+    Raises:
+        LookupError: the text shows no such file.
+    """
+    for body in fenced_blocks(text, "yaml"):
+        if body.startswith(f"# {name}\n"):
+            return body
+    raise LookupError(f"the page shows no file {name}")
+
+
 def one_line(block: str) -> str:
     """A shell block as one command line: continuations joined, spaces collapsed."""
     return " ".join(block.replace("\\\n", " ").split())

@@ -7,7 +7,7 @@ naming the operation and resource it lacks, with nothing applied.
 Principals (issue 22): plan warns of user quotas naming no SCRAM user and
 of default user quotas that would throttle a super user (given by the
 profile or --super-user: the broker hides super.users), notes what it
-cannot check, and runs docs/_incoming/principals.md's commands as shown.
+cannot check, and runs the commands of docs/manifests.md's principals section as shown.
 The tests that give alice DESCRIBE_CONFIGS come after the one that needs
 her without it."""
 
@@ -37,7 +37,7 @@ from quotaform.errors import AuthorizationError
 from quotaform.kafka.entity import Entity
 from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe, run_config_command
 from tests.conftest import sandbox_broker
-from tests.docs import INCOMING, fenced_blocks, file_block
+from tests.docblocks import fenced_blocks, file_block, section
 from tests.integration.helpers import DEFAULT, quota, write_manifest
 
 pytestmark = pytest.mark.broker
@@ -198,8 +198,8 @@ def test_the_right_password_plans_and_applies(sasl_broker: SandboxBroker, tmp_pa
 
 # ----------------------------------------------- principals: SCRAM users, super users
 
-#: What the page runs: its files, commands and outputs (tests/docs.py).
-PAGE = INCOMING / "principals.md"
+#: What the page runs: its files, commands and outputs (tests/docblocks.py).
+PAGE = section("docs/manifests.md", "## Principals: user names, SCRAM users and super users")
 PRINCIPALS_SCOPE = [{"shape": "user", "prefixes": {"user": ["p-", "alice", "admin"]}}]
 EXEMPT_RE = re.compile(r"spec\.quotas: (- \{.*\}) \(Long\.MAX_VALUE")
 

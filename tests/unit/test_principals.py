@@ -34,11 +34,11 @@ from quotaform.plan.principals import (
     unknown_scram_users,
 )
 from quotaform.plan.state import DesiredEntity, SourceLocation
-from tests.docs import INCOMING, fenced_blocks, file_block
+from tests.docblocks import fenced_blocks, file_block, section
 from tests.unit.builders import desired_state, plan_of
 
 runner = CliRunner()
-PAGE = INCOMING / "principals.md"
+PAGE = section("docs/manifests.md", "## Principals: user names, SCRAM users and super users")
 
 NAMES = """\
 apiVersion: quotaform.io/v1
