@@ -171,3 +171,32 @@ def test_the_right_password_plans_and_applies(sasl_broker: SandboxBroker, tmp_pa
     assert quotas_on(sasl_broker, tmp_path) == {
         "user-principal 'sasl-orders'": {"producer_byte_rate": 1048576.0}
     }
+
+
+def test_a_broker_refusing_describe_configs_leaves_the_callback_unknown(
+    sasl_broker: SandboxBroker, tmp_path: Path
+) -> None:
+    """alice has no ACLs: DescribeConfigs of the broker is refused, so whether
+    it uses a custom quota callback is unknown (named with the broker's error),
+    never taken for "no callback"."""
+    from quotaform.cluster.brokers import read_quota_enforcement
+    from quotaform.cluster.wire import load_connection_settings, open_admin
+    from quotaform.kafka.keys import QUOTA_KEYS
+    from quotaform.words import enforcement_warning
+
+    settings = load_connection_settings(
+        bootstrap_server=sasl_broker.bootstrap,
+        command_config=properties(tmp_path, "alice", USERS["alice"]),
+    )
+    client = open_admin(settings, read_only=True)
+    try:
+        found = read_quota_enforcement(client)
+    finally:
+        client.close()
+    assert (found.brokers, found.callbacks) == (("1",), {})
+    assert found.unreadable["1"].startswith("ClusterAuthorizationFailedError"), found.unreadable
+    assert found.resolution_enforced is None
+    said = enforcement_warning(found, QUOTA_KEYS)
+    assert said is not None and said.startswith(
+        "Could not read client.quota.callback.class of broker 1 (ClusterAuthorizationFailedError"
+    )
