@@ -23,7 +23,8 @@ from tests.integration.helpers import quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
-USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d"}
+#: admin is the super user; alice gets ACLs in a test; bob never has any.
+USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d", "bob": "bob-secret-2e8b"}
 runner = CliRunner()
 
 
@@ -176,7 +177,7 @@ def test_the_right_password_plans_and_applies(sasl_broker: SandboxBroker, tmp_pa
 def test_a_broker_refusing_describe_configs_leaves_the_callback_unknown(
     sasl_broker: SandboxBroker, tmp_path: Path
 ) -> None:
-    """alice has no ACLs: DescribeConfigs of the broker is refused, so whether
+    """bob has no ACLs: DescribeConfigs of the broker is refused, so whether
     it uses a custom quota callback is unknown (named with the broker's error),
     never taken for "no callback"."""
     from quotaform.cluster.brokers import read_quota_enforcement
@@ -186,7 +187,7 @@ def test_a_broker_refusing_describe_configs_leaves_the_callback_unknown(
 
     settings = load_connection_settings(
         bootstrap_server=sasl_broker.bootstrap,
-        command_config=properties(tmp_path, "alice", USERS["alice"]),
+        command_config=properties(tmp_path, "bob", USERS["bob"]),
     )
     client = open_admin(settings, read_only=True)
     try:
