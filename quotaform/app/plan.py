@@ -16,6 +16,7 @@ from pathlib import Path
 from quotaform.app.common import ConnectionOptions, View, load_and_target
 from quotaform.app.principals import principal_warnings
 from quotaform.app.volumes import VolumeSource, scale_for_storage
+from quotaform.cluster.brokers import read_quota_enforcement
 from quotaform.cluster.connect import check_cluster, connect
 from quotaform.cluster.profiles import ClusterProfiles, load_required_profiles, resolve_settings
 from quotaform.cluster.read import read_live_state
@@ -177,7 +178,8 @@ def plan_desired(
     volumes: VolumeSource | None = None,
     settings: ConnectionSettings | None = None,
 ) -> tuple[Plan, PlanReview]:
-    """Check the cluster, read the live state in ``desired``'s scope, scale
+    """Check the cluster, read the live state in ``desired``'s scope and how
+    the brokers enforce quotas (DescribeCluster, DescribeConfigs), scale
     the declared ``producer_byte_rate`` values by the storage policy (when
     the manifests declare one; volume usage from ``volumes``, default the
     cluster's DescribeLogDirs), diff, and review the plan (``flags`` over the
@@ -193,7 +195,7 @@ def plan_desired(
     scaled, scaling = scale_for_storage(
         desired, live, volumes or VolumeSource(), client=client, settings=settings
     )
-    plan = compute_plan(scaled, live)
+    plan = replace(compute_plan(scaled, live), enforcement=read_quota_enforcement(client))
     if scaling is not None:
         plan = replace(plan, storage=scaling)
     return plan, review_plan(plan, scaled, flags)

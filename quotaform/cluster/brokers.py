@@ -23,8 +23,9 @@ import kafka.errors as kerrors
 
 from quotaform.cluster.storage import live_brokers
 from quotaform.cluster.wire.client import QuotaAdminClient
+from quotaform.plan.enforcement import QUOTA_CALLBACK_CONFIG, QuotaEnforcement
 
-__all__ = ["BrokerConfigs", "read_broker_configs"]
+__all__ = ["BrokerConfigs", "read_broker_configs", "read_quota_enforcement"]
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +109,15 @@ def read_broker_configs(client: QuotaAdminClient, names: Sequence[str]) -> Broke
                 hidden[broker] = withheld
     log.info("DescribeConfigs: %d broker(s) answered, %d not", len(values), len(errors))
     return BrokerConfigs(values=values, errors=errors, brokers=tuple(brokers), hidden=hidden)
+
+
+def read_quota_enforcement(client: QuotaAdminClient) -> QuotaEnforcement:
+    """The live brokers and each one's ``client.quota.callback.class``
+    (:func:`read_broker_configs`): what ``explain``, the probe view and
+    ``analyze`` say about how the quotas they resolve are enforced.
+
+    Raises:
+        BrokerError: DescribeCluster failed (no broker list).
+    """
+    configs = read_broker_configs(client, [QUOTA_CALLBACK_CONFIG])
+    return QuotaEnforcement.from_configs(configs.brokers, configs.values, configs.errors)

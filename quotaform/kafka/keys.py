@@ -67,6 +67,12 @@ class KeySpec:
         throttle_metric: the usage table's name of the group's ``throttle-time``
             (``produce-throttle-time``, ...); ``None`` for ip keys, whose
             throttling is recorded per listener, not per address.
+        callback_type: the ``ClientQuotaType`` a custom quota callback
+            (``client.quota.callback.class``, KIP-257) is asked about for
+            this key (``PRODUCE``, ``FETCH``, ``REQUEST``,
+            ``CONTROLLER_MUTATION``: ``QuotaFactory`` hands the callback to
+            all four client quota managers); ``None`` for ip keys, which
+            ``ConnectionQuotas`` resolves itself whatever the callback.
     """
 
     key: str
@@ -78,6 +84,7 @@ class KeySpec:
     metric: str = ""
     usage_metric: str = ""
     throttle_metric: str | None = None
+    callback_type: str | None = None
 
     @property
     def max_value(self) -> int | None:
@@ -122,6 +129,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="byte-rate",
                 usage_metric="produce-byte-rate",
                 throttle_metric="produce-throttle-time",
+                callback_type="PRODUCE",
             ),
             KeySpec(
                 "consumer_byte_rate",
@@ -133,6 +141,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="byte-rate",
                 usage_metric="fetch-byte-rate",
                 throttle_metric="fetch-throttle-time",
+                callback_type="FETCH",
             ),
             KeySpec(
                 "request_percentage",
@@ -145,6 +154,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="request-time",
                 usage_metric="request-time",
                 throttle_metric="request-throttle-time",
+                callback_type="REQUEST",
             ),
             KeySpec(
                 "controller_mutation_rate",
@@ -157,6 +167,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="mutation-rate",
                 usage_metric="controller-mutation-rate",
                 throttle_metric="controller-mutation-throttle-time",
+                callback_type="CONTROLLER_MUTATION",
             ),
             KeySpec(
                 "connection_creation_rate",

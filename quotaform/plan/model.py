@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.units import same_value
+from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.storage_types import StorageScaling
 
 __all__ = [
@@ -174,6 +175,10 @@ class Plan:
         storage: what the storage policy did to the declared values
             (:class:`~quotaform.plan.storage_types.StorageScaling`), ``None``
             without a policy.
+        enforcement: how the cluster's brokers enforce quotas (how many, and
+            any custom quota callback), read beside the live state; ``None``
+            when not read. Informs the review (probes, fallbacks are default
+            resolution); never steers apply.
     """
 
     cluster: str
@@ -185,6 +190,7 @@ class Plan:
     warnings: tuple[str, ...] = ()
     outside: Mapping[Entity, Quotas] = field(default_factory=dict)
     storage: StorageScaling | None = None
+    enforcement: QuotaEnforcement | None = None
 
     @property
     def summary(self) -> PlanSummary:

@@ -108,6 +108,14 @@ class BrokerOptions:
             broker's data dir. ``None``: no exporter.
         prometheus_port: the agent's loopback HTTP port; ``0`` or ``None``: a
             free one (only used with ``prometheus_rules``).
+        extra_properties: ``{name: value}`` added to ``server.properties``
+            after the sandbox's own lines (a name set twice: the last wins)
+            and after the storage is formatted, so a plug-in class only on
+            ``extra_classpath`` can be named, e.g.
+            ``{"client.quota.callback.class": "com.example.Callback"}``.
+        extra_classpath: jars or class directories added after Kafka's jars
+            on the broker's classpath (plug-ins such as a KIP-257 quota
+            callback).
     """
 
     port: int | None = None
@@ -116,6 +124,8 @@ class BrokerOptions:
     jmx_port: int | None = None
     prometheus_rules: Path | None = None
     prometheus_port: int | None = 0
+    extra_properties: dict[str, str] | None = None
+    extra_classpath: tuple[Path, ...] = ()
 
     @property
     def security_protocol(self) -> str:
@@ -426,10 +436,19 @@ def resume_broker(
             raise SandboxError(f"Sandbox {name!r} still runs (pid {old.pid})")
         java = find_java()
         libs = ensure_kafka_jars(old.version)
-        proc = _spawn(java, libs, old.data_dir, old.log_path, old.jmx_port, _agent(old))
+        options = options or BrokerOptions()
+        proc = _spawn(
+            java,
+            libs,
+            old.data_dir,
+            old.log_path,
+            old.jmx_port,
+            _agent(old),
+            classpath=options.extra_classpath,
+        )
         broker = replace(old, pid=proc.pid)
         _save_state(states, broker)
-        _wait_ready(broker, time.monotonic() + timeout_s, None, options or BrokerOptions())
+        _wait_ready(broker, time.monotonic() + timeout_s, None, options)
         return broker
 
 
@@ -443,9 +462,12 @@ def _spawn(
     log_path: Path,
     jmx_port: int | None,
     agent: str | None = None,
+    *,
+    classpath: tuple[Path, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``kafka.Kafka`` on ``data_dir/server.properties`` in its own session
-    (``agent``: a ``-javaagent:...`` JVM option)."""
+    (``agent``: a ``-javaagent:...`` JVM option; ``classpath``: entries after
+    Kafka's jars)."""
     jvm_options = list(_BROKER_JVM_OPTIONS)
     archive = class_data_archive(java, libs, _SHARED_CLASSES_FROM)
     if archive.is_file():
@@ -455,7 +477,12 @@ def _spawn(
     if agent is not None:
         jvm_options.append(agent)
     cmd = kafka_java_command(
-        java, libs, "kafka.Kafka", [str(data_dir / "server.properties")], jvm_options=jvm_options
+        java,
+        libs,
+        "kafka.Kafka",
+        [str(data_dir / "server.properties")],
+        jvm_options=jvm_options,
+        classpath=classpath,
     )
     log.info("starting %s", " ".join(cmd))
     with open(log_path, "ab") as log_file:
@@ -525,6 +552,9 @@ def _launch(
         cluster_id = new_cluster_id()
         _progress(on_progress, f"Formatting KRaft storage (cluster id {cluster_id})")
         _format_storage(properties, cluster_id, version, deadline, options)
+        # After the format: StorageTool loads every class the config names,
+        # and a plug-in is only on the broker's classpath.
+        _add_properties(properties, options.extra_properties or {})
 
         log_path = data_dir / "broker.log"
         exporter_config = None
@@ -547,7 +577,15 @@ def _launch(
             prometheus_config=exporter_config,
             pid=0,
         )
-        proc = _spawn(java, libs, data_dir, log_path, options.jmx_port, _agent(unstarted))
+        proc = _spawn(
+            java,
+            libs,
+            data_dir,
+            log_path,
+            options.jmx_port,
+            _agent(unstarted),
+            classpath=options.extra_classpath,
+        )
         broker = replace(unstarted, pid=proc.pid)
         _save_state(states, broker)
         _progress(
@@ -601,6 +639,24 @@ def _server_properties(
             f"super.users=User:{admin};User:ANONYMOUS",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _add_properties(properties: Path, extra: dict[str, str]) -> None:
+    """Append ``extra`` to ``properties`` (:attr:`BrokerOptions.extra_properties`).
+
+    Raises:
+        SandboxError: a name or value holding a line break (it would add
+            lines of its own), or an empty name.
+    """
+    for name, value in extra.items():
+        if not name.strip() or any(c in f"{name}{value}" for c in "\r\n"):
+            raise SandboxError(
+                f"extra broker property {name!r}={value!r}: names must be non-empty and "
+                "neither may hold a line break"
+            )
+    if extra:
+        with properties.open("a", encoding="utf-8") as fh:
+            fh.writelines(f"{name}={value}\n" for name, value in extra.items())
 
 
 def _format_storage(

@@ -450,6 +450,7 @@ def kafka_java_command(
     args: Sequence[str],
     *,
     jvm_options: Sequence[str] = (),
+    classpath: Sequence[Path] = (),
 ) -> list[str]:
     """Return the argv running ``main_class`` from ``libs`` with our log4j2 config.
 
@@ -459,11 +460,12 @@ def kafka_java_command(
         main_class: e.g. ``"kafka.Kafka"``, ``"kafka.admin.ConfigCommand"``.
         args: program arguments after the class name.
         jvm_options: extra JVM flags placed before the class name.
+        classpath: jars or class directories after ``libs`` (plug-ins).
     """
     return [
         java,
         "-cp",
-        str(libs / "*"),
+        os.pathsep.join([str(libs / "*"), *map(str, classpath)]),
         f"-Dlog4j2.configurationFile={log4j2_config_path()}",
         *jvm_options,
         main_class,

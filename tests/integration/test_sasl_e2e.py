@@ -42,7 +42,8 @@ from tests.integration.helpers import DEFAULT, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
-USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d"}
+#: admin is the super user; alice gets ACLs in a test; bob never has any.
+USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d", "bob": "bob-secret-2e8b"}
 runner = CliRunner()
 
 
@@ -222,7 +223,7 @@ def principals_manifest(tmp_path: Path, *extra: dict[str, Any]) -> Path:
 
 def no_scram_user(path: Path) -> str:
     return (
-        f'{path}:14: entity.user: no SCRAM user named "p-reporting" among the cluster\'s 2; '
+        f'{path}:14: entity.user: no SCRAM user named "p-reporting" among the cluster\'s {len(USERS)}; '
         'if "p-reporting" authenticates by TLS or OAuth, ignore this'
     )
 
@@ -419,3 +420,32 @@ def test_the_docs_plan_examples_run_as_shown(
     third = runner.invoke(app, shlex.split(commands[1])[1:])
     assert third.exit_code == 0, third.output
     assert warning_lines(third.stdout) == warning_lines(outputs[1])
+
+
+def test_a_broker_refusing_describe_configs_leaves_the_callback_unknown(
+    sasl_broker: SandboxBroker, tmp_path: Path
+) -> None:
+    """bob has no ACLs: DescribeConfigs of the broker is refused, so whether
+    it uses a custom quota callback is unknown (named with the broker's error),
+    never taken for "no callback"."""
+    from quotaform.cluster.brokers import read_quota_enforcement
+    from quotaform.cluster.wire import load_connection_settings, open_admin
+    from quotaform.kafka.keys import QUOTA_KEYS
+    from quotaform.words import enforcement_warning
+
+    settings = load_connection_settings(
+        bootstrap_server=sasl_broker.bootstrap,
+        command_config=properties(tmp_path, "bob", USERS["bob"]),
+    )
+    client = open_admin(settings, read_only=True)
+    try:
+        found = read_quota_enforcement(client)
+    finally:
+        client.close()
+    assert (found.brokers, found.callbacks) == (("1",), {})
+    assert found.unreadable["1"].startswith("ClusterAuthorizationFailedError"), found.unreadable
+    assert found.resolution_enforced is None
+    said = enforcement_warning(found, QUOTA_KEYS)
+    assert said is not None and said.startswith(
+        "Could not read client.quota.callback.class of broker 1 (ClusterAuthorizationFailedError"
+    )
