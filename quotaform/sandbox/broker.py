@@ -597,7 +597,8 @@ def stop_broker(
             ([n for n in broker.nodes if not n.is_broker], _CONTROLLER_GRACE_S),
         )
         for group, grace_s in brokers_first:
-            _terminate([n.pid for n in group if _is_ours(n)], grace_s)
+            patient = grace_s == timeout_s
+            _terminate([n.pid for n in group if _is_ours(n)], grace_s, warn=patient)
         _discard(broker, states)
         return broker
 
@@ -1397,9 +1398,10 @@ def _kill(node: SandboxNode) -> None:
     CHILDREN.pop(node.pid, None)
 
 
-def _terminate(pids: list[int], timeout_s: float) -> None:
+def _terminate(pids: list[int], timeout_s: float, *, warn: bool = True) -> None:
     """SIGTERM every pid (SIGCONT first: a suspended process cannot act on it),
-    wait up to ``timeout_s`` for all, then SIGKILL the survivors.
+    wait up to ``timeout_s`` for all, then SIGKILL the survivors (a warning is
+    logged unless ``warn`` is false: a short grace was expected to run out).
 
     Raises:
         SandboxError: a process survived SIGKILL.
@@ -1419,7 +1421,12 @@ def _terminate(pids: list[int], timeout_s: float) -> None:
         if not pending:
             return
         for pid in pending:
-            log.warning("sandbox node pid %d ignored %s", pid, sig.name)
+            log.log(
+                logging.WARNING if warn else logging.INFO,
+                "sandbox node pid %d ignored %s",
+                pid,
+                sig.name,
+            )
     raise SandboxError(
         f"Sandbox process(es) {', '.join(map(str, pending))} survived SIGKILL; check with ps."
     )
