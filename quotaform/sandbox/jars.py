@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -512,7 +513,8 @@ def run_kafka_tool(
         return _run_tool(java, libs, main_class, args, timeout_s, None)
 
     archive.parent.mkdir(parents=True, exist_ok=True)
-    recording = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
+    # Several tools may start at once (a sandbox formats its nodes side by side).
+    recording = archive.with_name(f".{archive.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     proc: subprocess.CompletedProcess[str] | None = None
     try:
         proc = _run_tool(

@@ -223,7 +223,8 @@ def principals_manifest(tmp_path: Path, *extra: dict[str, Any]) -> Path:
 
 def no_scram_user(path: Path) -> str:
     return (
-        f'{path}:14: entity.user: no SCRAM user named "p-reporting" among the cluster\'s {len(USERS)}; '
+        f'{path}:14: entity.user: no SCRAM user named "p-reporting" among the '
+        f"cluster's {len(USERS)}; "
         'if "p-reporting" authenticates by TLS or OAuth, ignore this'
     )
 
