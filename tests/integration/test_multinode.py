@@ -35,6 +35,7 @@ from quotaform.sandbox import (
 )
 from quotaform.sandbox.broker import default_state_dir
 from quotaform.sandbox.quorum import describe_cluster, describe_quorum
+from quotaform.words import per_broker_sentence, per_broker_text
 from tests.conftest import restore_cluster
 from tests.integration.helpers import eventually, quota, write_manifest
 
@@ -253,6 +254,35 @@ def test_apply_is_confirmed_on_every_broker(cluster, tmp_path: Path) -> None:  #
     assert doc["rpc_counts"]["DescribeCluster"] == 1
     expected = {f"{prefix}{n}": {"producer_byte_rate": 1048576.0} for n in "abc"}
     assert users_on_each_broker(cluster, prefix) == {1: expected, 2: expected, 3: expected}
+
+
+def test_explain_and_the_probe_view_say_the_limit_is_per_broker_on_each_of_3(  # type: ignore[no-untyped-def]
+    cluster, tmp_path: Path
+) -> None:
+    """Every broker keeps its own sensor per quota group (ClientQuotaManager):
+    live explain and plan's probe view name the 3 brokers DescribeCluster lists."""
+    prefix = f"{PREFIX}probe-"
+    path = write_manifest(
+        tmp_path / "probe.yaml",
+        "multinode",
+        [quota({"user": f"{prefix}a"}, producer_byte_rate="1MiB")],
+        scope=[{"shape": "user", "prefixes": {"user": [prefix]}}],
+        probes=[{"user": f"{prefix}a", "client-id": "app"}],
+    )
+    runner = CliRunner()
+    server = ["--bootstrap-server", cluster.bootstrap]
+    text = runner.invoke(app, ["explain", "--user", f"{prefix}a", *server])
+    assert text.exit_code == 0, text.output
+    assert per_broker_sentence(3) in " ".join(text.stdout.split())
+    doc = runner.invoke(app, ["explain", "--user", f"{prefix}a", *server, "-o", "json"])
+    assert doc.exit_code == 0, doc.output
+    assert json.loads(doc.stdout)["brokers"] == 3
+    planned = runner.invoke(app, ["plan", str(path), *server, "-o", "json"])
+    assert planned.exit_code == 0, planned.output
+    enforcement = json.loads(planned.stdout)["enforcement"]
+    assert sorted(enforcement["quota_callbacks"]) == ["1", "2", "3"], enforcement
+    shown = runner.invoke(app, ["plan", str(path), *server])
+    assert per_broker_text(3) in " ".join(shown.stdout.split()), shown.stdout
 
 
 def test_a_broker_that_cannot_answer_is_named_and_the_exit_is_4(restored, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
