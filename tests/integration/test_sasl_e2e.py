@@ -149,21 +149,7 @@ def test_without_describe_configs_plan_names_what_is_missing(
 def test_without_alter_configs_apply_is_refused_at_the_pre_check(
     sasl_broker: SandboxBroker, tmp_path: Path
 ) -> None:
-    admin = admin_client(sasl_broker)
-    try:
-        admin.create_acls(
-            [
-                ACL(
-                    "User:alice",
-                    "*",
-                    ACLOperation.DESCRIBE_CONFIGS,
-                    ACLPermissionType.ALLOW,
-                    ResourcePattern(ResourceType.CLUSTER, "kafka-cluster"),
-                )
-            ]
-        )
-    finally:
-        admin.close()
+    allow_alice_to_describe_configs(sasl_broker)
     config = properties(tmp_path, "alice", USERS["alice"])
     args = ["--bootstrap-server", sasl_broker.bootstrap, "--command-config", str(config)]
     deadline = time.monotonic() + 15  # the ACL reaches the authorizer through metadata
