@@ -355,12 +355,16 @@ class AuthorizationError(BrokerError):
     """CLUSTER_AUTHORIZATION_FAILED (31): the principal lacks the ACL.
 
     DescribeClientQuotas needs DESCRIBE_CONFIGS on CLUSTER, AlterClientQuotas
-    needs ALTER_CONFIGS on CLUSTER (KIP-546).
+    needs ALTER_CONFIGS on CLUSTER (KIP-546), DescribeUserScramCredentials
+    needs DESCRIBE on CLUSTER (KIP-554, ``KafkaApis``).
     """
 
     def __init__(self, broker_message: str | None, *, api: str) -> None:
         super().__init__(31, "CLUSTER_AUTHORIZATION_FAILED", broker_message, api=api)
-        self.operation = "ALTER_CONFIGS" if api.startswith("Alter") else "DESCRIBE_CONFIGS"
+        if api == "DescribeUserScramCredentials":
+            self.operation = "DESCRIBE"
+        else:
+            self.operation = "ALTER_CONFIGS" if api.startswith("Alter") else "DESCRIBE_CONFIGS"
         self.args = (
             f"{api} was refused: not authorized (CLUSTER_AUTHORIZATION_FAILED, 31). "
             f"The principal needs the {self.operation} operation on the CLUSTER resource.",

@@ -11,12 +11,13 @@ verdict always reads the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity
+from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, escape_unprintable
 from quotaform.kafka.resolution import Fallback, Level, MetricTags, Principal, Resolution
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.drift import DriftReport
+from quotaform.plan.enforcement import QUOTA_CALLBACK_CONFIG, QuotaEnforcement
 from quotaform.plan.guards import GuardKind, Violation
 from quotaform.plan.storage_types import (
     StorageScaling,
@@ -32,13 +33,18 @@ __all__ = [
     "change_text",
     "drift_summary_line",
     "effective_text",
+    "enforcement_mark",
+    "enforcement_warning",
     "entities_text",
     "fallback_text",
     "group_text",
     "level_text",
     "missing_permissions",
     "offline_note",
+    "per_broker_sentence",
+    "per_broker_text",
     "principal_text",
+    "probe_enforcement_line",
     "scaling_factor_text",
     "storage_factor_text",
     "tags_text",
@@ -331,3 +337,123 @@ def scaling_factor_text(scaling: StorageScaling) -> str:
     return storage_factor_text(
         scaling.state, scaling.factor, scaling.computed, judged=scaling.judged
     )
+
+
+# ------------------------------------------------------------------ enforcement
+
+
+def per_broker_text(brokers: int) -> str:
+    """Where a quota applies: ``on each of 3 brokers``, ``on the cluster's 1
+    broker`` (``brokers``: the live brokers DescribeCluster lists)."""
+    if brokers == 1:
+        return "on the cluster's 1 broker"
+    if brokers == 0:
+        return "on each broker (DescribeCluster listed none)"
+    return f"on each of {brokers} brokers"
+
+
+def per_broker_sentence(brokers: int) -> str:
+    """``Quotas are limits per broker, enforced on each of 3 brokers: a
+    client that reaches all of them can use up to 3 times each value.``
+    (each broker keeps its own sensor per quota group, ``ClientQuotaManager``)."""
+    text = f"Quotas are limits per broker, enforced {per_broker_text(brokers)}"
+    if brokers > 1:
+        return (
+            f"{text}: a client that reaches all of them can use up to {brokers} times each value."
+        )
+    return text + "."
+
+
+def _brokers(ids: Sequence[str]) -> str:
+    return f"broker{'s' if len(ids) != 1 else ''} {escape_unprintable(', '.join(ids))}"
+
+
+def _use(ids: Sequence[str]) -> str:
+    return f"{_brokers(ids)} use{'s' if len(ids) == 1 else ''}"
+
+
+def _unreadable_text(enforcement: QuotaEnforcement) -> str:
+    """``Could not read client.quota.callback.class of broker 2 (reason):
+    whether it uses ... is unknown``."""
+    unreadable = enforcement.unreadable
+    ids = tuple(unreadable)
+    reasons = set(unreadable.values())
+    why = escape_unprintable(  # the broker's own words
+        next(iter(reasons))
+        if len(reasons) == 1
+        else "; ".join(f"broker {b}: {reason}" for b, reason in unreadable.items())
+    )
+    return (
+        f"Could not read {QUOTA_CALLBACK_CONFIG} of {_brokers(ids)} ({why}): whether "
+        f"{'it uses' if len(ids) == 1 else 'they use'} Kafka's default resolution or a custom "
+        "quota callback is unknown"
+    )
+
+
+def enforcement_warning(enforcement: QuotaEnforcement, keys: Iterable[str]) -> str | None:
+    """Why an answer about ``keys`` resolved Kafka's default way may not be
+    what the brokers enforce: a custom quota callback (named), brokers that
+    disagree, brokers that could not be read; ``None`` when every broker
+    enforces it (no callback, or only ip keys, which no callback decides)."""
+    enforced = enforcement.enforced_for(keys)
+    if enforced is True:
+        return None
+    shown = "The values shown are what Kafka's default resolution gives from the stored quotas"
+    default = enforcement.brokers_using(None)
+    if enforced is None:
+        also = f"; {_use(default)} the default resolution" if default else ""
+        return (
+            f"{_unreadable_text(enforcement)}{also}. {shown}, which "
+            f"{_brokers(tuple(enforcement.unreadable))} may not enforce."
+        )
+    if enforcement.agree:
+        (name,) = map(escape_unprintable, enforcement.classes)
+        text = (
+            f"The brokers use a custom quota callback, {QUOTA_CALLBACK_CONFIG}={name} "
+            "(KIP-257): it decides the limits and quota groups of user and client-id quotas, "
+            f"not Kafka's default resolution. {shown}, NOT what the brokers enforce."
+        )
+    else:
+        used = [
+            f"{_use(enforcement.brokers_using(name))} {escape_unprintable(name)}"
+            for name in enforcement.classes
+        ]
+        if default:
+            used.append(f"{_use(default)} Kafka's default resolution")
+            where = f"enforced on {_brokers(default)} only"
+        else:
+            where = "NOT what any broker enforces"
+        text = (
+            f"The brokers disagree on {QUOTA_CALLBACK_CONFIG} (custom quota callbacks, "
+            f"KIP-257): {'; '.join(used)}. {shown}: {where}."
+        )
+    if enforcement.unreadable:
+        text += f" {_unreadable_text(enforcement)}."
+    return text
+
+
+#: How a resolved value is marked when the brokers do not (or may not) enforce it.
+_MARKS = {False: "[not enforced]", None: "[enforcement unknown]"}
+
+
+def enforcement_mark(enforced: bool | None) -> str:
+    """``[not enforced]``, ``[enforcement unknown]``, or ``""`` (enforced)."""
+    return "" if enforced is True else _MARKS[enforced]
+
+
+def probe_enforcement_line(enforcement: QuotaEnforcement) -> str:
+    """The probe view's line on how the quotas it shows are enforced: per
+    broker, and the callback that decides instead of the default resolution
+    (``[not enforced]`` marks its probes)."""
+    text = per_broker_sentence(enforcement.count)
+    name = enforcement.quota_callback
+    if name is not None:
+        text += (
+            f" {_MARKS[False]}: user and client-id quotas are decided by the brokers' quota "
+            f"callback {escape_unprintable(name)} ({QUOTA_CALLBACK_CONFIG}), not by Kafka's "
+            "default resolution shown here."
+        )
+    elif enforcement.unreadable:
+        unknown = _unreadable_text(enforcement)
+        text += f" {_MARKS[None]}: {unknown[0].lower()}{unknown[1:]}."
+    return text

@@ -1,7 +1,8 @@
 """Session fixtures shared by all tests: one real sandbox Kafka broker, one
-local SparkSession, one Spark standalone cluster and one Spark Connect server
-(the last two from the pip pyspark package, started on first use only), and
-the Prometheus binary (built once with ``go install``, cached).
+multi-node sandbox cluster (3 brokers, 3 controllers), one local
+SparkSession, one Spark standalone cluster and one Spark Connect server (the
+last two from the pip pyspark package, started on first use only), and the
+Prometheus binary (built once with ``go install``, cached).
 
 The broker is started on first use by the same code as ``quotaform sandbox up``
 (named ``pytest-<pid>``, free loopback ports) and stopped when the session ends.
@@ -26,6 +27,7 @@ import pytest
 from quotaform.sandbox import (
     DEFAULT_KAFKA_VERSION,
     SandboxBroker,
+    broker_status,
     run_config_command,
     start_broker,
     stop_broker,
@@ -77,6 +79,53 @@ def kafka_broker() -> Iterator[SandboxBroker]:
     """The session's sandbox broker (``broker.bootstrap`` is ``127.0.0.1:PORT``)."""
     with sandbox_broker(f"{_SESSION_PREFIX}{os.getpid()}") as broker:
         yield broker
+
+
+#: The shape of :func:`kafka_cluster`.
+CLUSTER_BROKERS, CLUSTER_CONTROLLERS = 3, 3
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[SandboxBroker]:
+    """The session's multi-node sandbox: 3 brokers (node ids 1, 2, 3) and 3
+    controllers (node ids 1001-1003, a static KRaft quorum), each node its own
+    process on free loopback ports, started on first use by the same code as
+    ``quotaform sandbox up --brokers 3 --controllers 3`` and stopped when the
+    session ends. It FAILS, never skips, if it cannot start.
+
+    * ``cluster.bootstrap``: the three brokers, ``127.0.0.1:P1,127.0.0.1:P2,...``
+      (clients then talk to whichever broker they pick);
+    * ``cluster.brokers`` / ``cluster.controllers``: the nodes
+      (:class:`~quotaform.sandbox.SandboxNode`: ``node_id``, ``address``, ``pid``);
+      ``node.solo_address`` is a listener only that broker has, so a client
+      (Kafka's ConfigCommand: ``run_config_command(..., bootstrap=node.solo_address)``)
+      reaches that broker alone: "on each of 3 brokers" can be checked broker
+      by broker;
+    * internal topics and the apply lock are replicated 3 times.
+
+    Every test shares it: use a unique entity prefix (the ``uniq`` fixture)
+    and remove what you create. A test that breaks a node
+    (``kill_node``, ``stop_node``, ``suspended_node``) restores it before it
+    ends: :func:`restore_cluster` restarts every node that is down.
+    """
+    name = f"{_SESSION_PREFIX}cluster-{os.getpid()}"
+    with sandbox_broker(name, brokers=CLUSTER_BROKERS, controllers=CLUSTER_CONTROLLERS) as cluster:
+        yield cluster
+
+
+def restore_cluster(cluster: SandboxBroker) -> SandboxBroker:
+    """Restart every node of ``cluster`` that is not running (killed or
+    stopped by a fault test) on its own log dir, and return once every broker
+    is registered again; a cluster whose nodes all run is returned as it is."""
+    if not broker_status(name=cluster.name).down:
+        return cluster
+    version = os.environ.get("QUOTAFORM_TEST_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
+    return start_broker(
+        version=version,
+        name=cluster.name,
+        brokers=len(cluster.brokers),
+        controllers=len(cluster.controllers),
+    )
 
 
 @pytest.fixture(scope="session")

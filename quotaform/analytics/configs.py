@@ -32,6 +32,7 @@ from quotaform.errors import AnalyticsError
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import QuotaIndex, level_of
+from quotaform.plan.enforcement import QuotaEnforcement
 
 __all__ = [
     "SNAPSHOT_FORMAT_VERSION",
@@ -53,11 +54,16 @@ class QuotaConfig:
         cluster: the cluster's name as usage rows name it.
         entries: ``{entity: {quota key: quota value}}``.
         source: where it came from, for reports.
+        enforcement: how the cluster's brokers enforce these quotas (how
+            many, any custom quota callback), when read from the live cluster
+            or a saved plan that recorded it; ``None``: not known (manifests,
+            snapshot files).
     """
 
     cluster: str
     entries: Mapping[Entity, Mapping[str, float]]
     source: str
+    enforcement: QuotaEnforcement | None = None
     _index: list[QuotaIndex] = field(default_factory=list, repr=False, compare=False)
 
     @property

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from quotaform.analytics.configs import QuotaConfig
 from quotaform.analytics.jobs import (
     BUCKET_LABELS,
     AnalyzeRequest,
@@ -31,14 +32,17 @@ from quotaform.analytics.jobs import (
 )
 from quotaform.analytics.paths import DataPath
 from quotaform.formats.analyze import AnalyzeSummary, RejectedDoc, render_summary_json
+from quotaform.formats.explain import enforcement_doc
 from quotaform.kafka.keys import QUOTA_KEYS, enforcing_nodes
 from quotaform.kafka.units import BINARY_UNITS, format_bytes, format_measured, format_quota_value
+from quotaform.words import enforcement_warning
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
     "REPORT_FILES",
+    "enforcement_warnings",
     "histogram_figure",
     "report_figures",
     "series_figure",
@@ -94,8 +98,41 @@ _COLUMNS = {
 }
 
 
+def _configs(request: AnalyzeRequest) -> list[QuotaConfig]:
+    return [*request.configs, *request.after]
+
+
+def enforcement_warnings(configs: Sequence[QuotaConfig]) -> list[str]:
+    """Per cluster whose brokers were read: why the quotas and levels the
+    analysis resolved Kafka's default way are not (or not surely) what the
+    brokers enforce (a custom quota callback, named; unreadable brokers)."""
+    said: dict[str, str] = {}
+    for config in configs:
+        if config.enforcement is None or config.cluster in said:
+            continue
+        warning = enforcement_warning(config.enforcement, QUOTA_KEYS)
+        if warning is not None:
+            said[config.cluster] = (
+                f"cluster {config.cluster!r}: {warning} The analysis joins usage with those "
+                "values and quota groups."
+            )
+    return list(said.values())
+
+
+def _resolution_enforced(configs: Sequence[QuotaConfig]) -> bool | None:
+    """``False`` when some cluster's brokers use a quota callback, ``True``
+    when every configuration's brokers were read and use the default
+    resolution, else ``None`` (from files: not known)."""
+    known = [c.enforcement.resolution_enforced if c.enforcement else None for c in configs]
+    if False in known:
+        return False
+    return True if known and all(known) else None
+
+
 def summary_of(request: AnalyzeRequest, result: AnalyzeResult) -> AnalyzeSummary:
     """The JSON summary of a run."""
+    configs = _configs(request)
+    callbacks = sorted({name for c in configs if c.enforcement for name in c.enforcement.classes})
     return AnalyzeSummary.model_validate(
         {
             "format_version": 1,
@@ -119,6 +156,12 @@ def summary_of(request: AnalyzeRequest, result: AnalyzeResult) -> AnalyzeSummary
             "align_s": request.align_s,
             "top": [{k: _jsonable(v) for k, v in row.items()} for row in result.top],
             "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+            "resolution_enforced": _resolution_enforced(configs),
+            "quota_callback": ", ".join(callbacks) or None,
+            "enforcement": {
+                c.cluster: enforcement_doc(c.enforcement) for c in configs if c.enforcement
+            },
+            "warnings": enforcement_warnings(configs),
         }
     )
 
@@ -246,6 +289,8 @@ def _markdown(request: AnalyzeRequest, result: AnalyzeResult) -> str:
         md(_per_broker(request, result)),
         "",
     ]
+    for warning in enforcement_warnings(_configs(request)):
+        lines += [f"> **Warning:** {md(warning)}", ""]
     lines += [
         f"<sub>{result.usage_rows:,} usage rows, {result.rejected.count:,} rejected; engine "
         f"{result.engine.value}; table {md(str(result.table))}</sub>",
@@ -409,6 +454,7 @@ figcaption {{ font-size: 0.8em; color: #555; }}
 <h1>quotaform analyze {request.command.value}</h1>
 <p><strong>{html.escape(_headline(request, result))}</strong></p>
 <p>{html.escape(_per_broker(request, result))}</p>
+{"".join(f"<p><strong>Warning:</strong> {html.escape(w)}</p>" for w in summary.warnings)}
 <p>{result.usage_rows:,} usage rows; {result.rejected.count:,} rejected;
 engine {result.engine.value}; configurations: {html.escape("; ".join(summary.configurations))}.</p>
 {figures}

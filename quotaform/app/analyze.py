@@ -41,6 +41,7 @@ from quotaform.analytics.prometheus_api import (
 )
 from quotaform.analytics.usage import LabelMap, UsageFormat, usage_clusters
 from quotaform.app.common import ConnectionOptions, View, target
+from quotaform.cluster.brokers import read_quota_enforcement
 from quotaform.cluster.connect import connect
 from quotaform.cluster.read import describe_matching
 from quotaform.errors import AnalyticsError
@@ -282,8 +283,10 @@ def _run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         headroom=request.headroom,
         request_sizes=dict(request.request_sizes),
     )
-    from quotaform.analytics.report import write_reports  # matplotlib, when reporting
+    from quotaform.analytics.report import enforcement_warnings, write_reports  # matplotlib
 
+    for warning in enforcement_warnings([*configs, *after]):
+        request.view.warn(warning)
     result = run_analysis(pipeline, progress=request.view.info)
     reports = write_reports(pipeline, result)
     if request.write_into is None or desired is None:
@@ -344,7 +347,8 @@ def _configs_now(request: AnalyzeCommandRequest) -> list[QuotaConfig]:
     name = where.cluster or _live_cluster_name(request)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
         live = describe_matching(client, None, cluster_id=client.cluster_id())
-    return [QuotaConfig(name, live.entities, f"live cluster {live.cluster_id}")]
+        enforcement = read_quota_enforcement(client)
+    return [QuotaConfig(name, live.entities, f"live cluster {live.cluster_id}", enforcement)]
 
 
 def _live_cluster_name(request: AnalyzeCommandRequest) -> str:
@@ -387,10 +391,12 @@ def _before_after(request: AnalyzeCommandRequest) -> tuple[list[QuotaConfig], li
         from quotaform.formats.planfile import load_saved_plan  # only for --plan
 
         plan = load_saved_plan(plan_file).plan
-        return (
-            [QuotaConfig(plan.cluster, plan.before_entries(), f"plan {plan_file} (before)")],
-            [QuotaConfig(plan.cluster, plan.after_entries(), f"plan {plan_file} (after)")],
-        )
+
+        def side(entries: Mapping[Entity, Mapping[str, float]], which: str) -> list[QuotaConfig]:
+            source = f"plan {plan_file} ({which})"
+            return [QuotaConfig(plan.cluster, entries, source, plan.enforcement)]
+
+        return side(plan.before_entries(), "before"), side(plan.after_entries(), "after")
     if not request.manifests:
         raise AnalyticsError("give the change: --plan PLANFILE, or manifests with --snapshot")
     desired = load_manifests(request.manifests, cluster=request.connection.cluster)
@@ -398,10 +404,13 @@ def _before_after(request: AnalyzeCommandRequest) -> tuple[list[QuotaConfig], li
     current = ([c for c in now if c.cluster == desired.cluster] or now[:1])[0]
     kept = {e: q for e, q in current.entries.items() if not desired.scope.contains(e)}
     return (
-        [QuotaConfig(desired.cluster, current.entries, current.source)],
+        [QuotaConfig(desired.cluster, current.entries, current.source, current.enforcement)],
         [
             QuotaConfig(
-                desired.cluster, {**kept, **desired.quotas}, f"manifests for {desired.cluster}"
+                desired.cluster,
+                {**kept, **desired.quotas},
+                f"manifests for {desired.cluster}",
+                current.enforcement,
             )
         ],
     )

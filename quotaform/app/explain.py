@@ -13,12 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, target
+from quotaform.cluster.brokers import read_quota_enforcement
 from quotaform.cluster.connect import connect
 from quotaform.cluster.read import describe_matching
 from quotaform.errors import ClusterConfigError
 from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal, QuotaIndex
 from quotaform.manifest import load_manifests
+from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.explain import (
     ChangedKey,
     Explanation,
@@ -96,6 +98,9 @@ class ExplainRun:
         where: the source in words, for the text and markdown views.
         before, changed: a saved plan's answer before the change and the
             keys whose answer changes (``None`` / empty otherwise).
+        enforcement: how the brokers enforce quotas (how many, and any
+            custom quota callback): read from the live cluster, or as a
+            saved plan recorded it; ``None`` offline.
     """
 
     explanation: Explanation
@@ -104,11 +109,13 @@ class ExplainRun:
     where: str
     before: Explanation | None = None
     changed: tuple[ChangedKey, ...] = ()
+    enforcement: QuotaEnforcement | None = None
 
 
 def run_explain(request: ExplainRequest) -> ExplainRun:
     """Explain the client against the saved plan, the manifests, or the live
-    cluster (read-only), in that order of preference.
+    cluster (read-only, with how its brokers enforce quotas: DescribeCluster
+    and DescribeConfigs), in that order of preference.
 
     Raises:
         ClusterConfigError: bad client options, or manifests with a plan file.
@@ -135,7 +142,15 @@ def run_explain(request: ExplainRequest) -> ExplainRun:
         where = f"saved plan {request.plan_file} for cluster {saved.plan.cluster!r}"
         if not saved.plan.sees_whole_cluster:
             where += "; live entities outside its scope are not in it"
-        return ExplainRun(after, "plan", saved.plan.cluster, where, before, tuple(changed))
+        return ExplainRun(
+            after,
+            "plan",
+            saved.plan.cluster,
+            where,
+            before,
+            tuple(changed),
+            saved.plan.enforcement,
+        )
     if request.manifests:
         _note_unused_connection(request, "manifests")
         desired = load_manifests(request.manifests, cluster=request.connection.cluster)
@@ -153,9 +168,14 @@ def run_explain(request: ExplainRequest) -> ExplainRun:
     with connect(found.settings, read_only=True, cluster_id=found.cluster_id) as client:
         cluster_id = client.cluster_id()
         live = describe_matching(client, None, cluster_id=cluster_id)
+        enforcement = read_quota_enforcement(client)
     where = f"the live cluster {cluster_id} ({len(live.entities)} entities)"
     return ExplainRun(
-        _explain(QuotaIndex(live.entities), who, overrides), "cluster", found.cluster, where
+        _explain(QuotaIndex(live.entities), who, overrides),
+        "cluster",
+        found.cluster,
+        where,
+        enforcement=enforcement,
     )
 
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
+from quotaform.app.principals import principal_warnings
 from quotaform.app.volumes import VolumeSource, scale_for_storage
+from quotaform.cluster.brokers import read_quota_enforcement
 from quotaform.cluster.connect import check_cluster, connect
 from quotaform.cluster.profiles import ClusterProfiles, load_required_profiles, resolve_settings
 from quotaform.cluster.read import read_live_state
@@ -25,6 +27,7 @@ from quotaform.manifest import load_manifests, manifest_clusters
 from quotaform.plan.diff import compute_plan
 from quotaform.plan.model import Plan
 from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
+from quotaform.plan.principals import SuperUser
 from quotaform.plan.review import PlanReview, review_plan
 from quotaform.plan.state import ChangeBudget, DesiredState
 
@@ -58,6 +61,8 @@ class PlanRequest:
             is broken; an empty ``QUOTAFORM_PLAN_KEY`` fails before any work).
         show: shows the plan and its review, before any verdict.
         view: warnings and messages.
+        super_users: ``--super-user``: super user principals (``User:admin``),
+            beside the cluster profile's ``superUsers``.
     """
 
     manifests: tuple[Path, ...]
@@ -67,6 +72,7 @@ class PlanRequest:
     out: Path | None = None
     show: Callable[[Plan, PlanReview], None] = _not_shown
     view: View = field(default_factory=View)
+    super_users: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +87,12 @@ class PlanOutcome:
 
 
 def run_plan(request: PlanRequest) -> PlanOutcome:
-    """Plan one cluster: load, connect read-only, :func:`plan_desired`, show
-    the plan through ``request.show``, then refuse a plan that breaks a guard
-    rail, then save it when ``request.out`` is set.
+    """Plan one cluster: load, connect read-only, :func:`plan_desired`, add
+    the warnings about principals
+    (:func:`~quotaform.app.principals.principal_warnings`: SCRAM users, super
+    users of the profile, ``--super-user`` and the brokers), show the plan
+    through ``request.show``, then refuse a plan that breaks a guard rail,
+    then save it when ``request.out`` is set.
 
     Raises:
         PlanKeyError: ``--out`` with an empty ``QUOTAFORM_PLAN_KEY`` (before
@@ -107,6 +116,12 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
             volumes=request.volumes,
             settings=where.settings,
         )
+        at = f"superUsers at {where.super_users_source}"
+        given = [SuperUser(p, at) for p in where.super_users]
+        given += [SuperUser(p, "--super-user") for p in request.super_users]
+        found = principal_warnings(desired, plan, client, super_users=given, view=request.view)
+    if found:
+        plan = replace(plan, warnings=(*plan.warnings, *found))
     request.show(plan, review)
     if review.violations:
         raise GuardRefusedError(
@@ -163,7 +178,8 @@ def plan_desired(
     volumes: VolumeSource | None = None,
     settings: ConnectionSettings | None = None,
 ) -> tuple[Plan, PlanReview]:
-    """Check the cluster, read the live state in ``desired``'s scope, scale
+    """Check the cluster, read the live state in ``desired``'s scope and how
+    the brokers enforce quotas (DescribeCluster, DescribeConfigs), scale
     the declared ``producer_byte_rate`` values by the storage policy (when
     the manifests declare one; volume usage from ``volumes``, default the
     cluster's DescribeLogDirs), diff, and review the plan (``flags`` over the
@@ -179,7 +195,7 @@ def plan_desired(
     scaled, scaling = scale_for_storage(
         desired, live, volumes or VolumeSource(), client=client, settings=settings
     )
-    plan = compute_plan(scaled, live)
+    plan = replace(compute_plan(scaled, live), enforcement=read_quota_enforcement(client))
     if scaling is not None:
         plan = replace(plan, storage=scaling)
     return plan, review_plan(plan, scaled, flags)

@@ -58,9 +58,7 @@ def require_policy(desired: DesiredState) -> StoragePolicy:
         StorageError: the manifests declare none.
     """
     if desired.storage is None:
-        raise StorageError(
-            "the manifests declare no spec.storagePolicy (see README 'Storage-aware quotas')"
-        )
+        raise StorageError("the manifests declare no spec.storagePolicy (see docs/storage.md)")
     return desired.storage
 
 

@@ -78,7 +78,8 @@ def explain_command(
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Which quota a client really gets per key, from which entry (level), and
-    which quota group (metric tags) it shares on each broker.
+    which quota group (metric tags) it shares on each broker. Live: on how
+    many brokers, and whether a custom quota callback decides instead.
 
     Sources: manifests (PATHS, offline; --cluster picks a cluster of a
     multi-cluster set), a saved plan (--plan FILE: before -> after), or the
@@ -106,13 +107,23 @@ def explain_command(
             cluster=run.cluster,
             before=run.before,
             changed=run.changed,
+            enforcement=run.enforcement,
         ),
         output,
         text=lambda _: render_explain_text(
-            run.explanation, where=run.where, before=run.before, changed=run.changed, width=width
+            run.explanation,
+            where=run.where,
+            before=run.before,
+            changed=run.changed,
+            width=width,
+            enforcement=run.enforcement,
         ),
         markdown=lambda _: render_explain_markdown(
-            run.explanation, where=run.where, before=run.before, changed=run.changed
+            run.explanation,
+            where=run.where,
+            before=run.before,
+            changed=run.changed,
+            enforcement=run.enforcement,
         ),
         json=render_explain_json,
         console=console,

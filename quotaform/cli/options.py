@@ -47,6 +47,7 @@ __all__ = [
     "budget_flags",
     "connection",
     "expands",
+    "principals_option",
     "volume_source",
     "with_budget",
     "with_connection",
@@ -308,3 +309,18 @@ with_connection = expands("connection", connection)
 with_budget = expands("budget", budget_flags)
 #: ``volumes: VolumeSource`` becomes ``--snapshots`` and ``--from-topic``.
 with_volumes = expands("volumes", volume_source)
+
+
+def principals_option(values: list[str] | None) -> list[str] | None:
+    """Each value of a principal option (``--super-user``) as ``Type:name``
+    (:func:`~quotaform.kafka.names.parse_principal`).
+
+    Raises:
+        typer.BadParameter: a value that is not ``Type:name``.
+    """
+    from quotaform.kafka.names import parse_principal
+
+    try:
+        return None if values is None else [":".join(parse_principal(v)) for v in values]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None

@@ -23,6 +23,7 @@ from quotaform.cli.options import (
     AllClustersOption,
     Manifests,
     Output,
+    principals_option,
     with_budget,
     with_connection,
     with_volumes,
@@ -86,6 +87,18 @@ def plan(
         ),
     ] = None,
     volumes: VolumeSource = VOLUMES,
+    super_users: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--super-user",
+            metavar="PRINCIPAL",
+            help="A principal of the brokers' super.users (User:NAME; repeatable): plan "
+            "warns when a default user quota would throttle it. Brokers do not reveal "
+            "super.users; the cluster profile's superUsers does the same.",
+            callback=principals_option,
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show what apply would change. Reads the cluster with a read-only client.
 
@@ -99,6 +112,7 @@ def plan(
     flags, options = budget, connection
     if all_clusters:
         clash = options.flags_given() + (["--out"] if out is not None else [])
+        clash += ["--super-user"] if super_users else []
         if clash:
             raise ClusterConfigError(
                 f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
@@ -135,6 +149,7 @@ def plan(
             out=out,
             show=lambda plan, review: print_plan(plan, review, output),
             view=make_view(),
+            super_users=tuple(super_users or ()),
         )
     )
     code = plan_exit_code(

@@ -1,26 +1,32 @@
-"""``quotaform sandbox up | status | down``: a local single-node Kafka broker.
+"""``quotaform sandbox up | status | down``: a local KRaft Kafka sandbox, one
+combined node by default, or ``--brokers N --controllers M`` separate processes.
 
-``up`` prints only the bootstrap address (``127.0.0.1:PORT``) on standard
-output, so ``export QUOTAFORM_BOOTSTRAP_SERVER=$(quotaform sandbox up)`` works;
-progress goes to standard error.
+``up`` prints only the bootstrap address (``127.0.0.1:PORT``, with several
+brokers each one's, comma-separated) on standard output, so
+``export QUOTAFORM_BOOTSTRAP_SERVER=$(quotaform sandbox up)`` works; progress
+goes to standard error.
 
 Exit codes of ``status`` (as LSB init scripts): 0 running and answering,
-3 not running, 4 process alive but not answering (still starting, or hung).
+3 not running, 4 processes alive but not answering (still starting, or hung),
+or some nodes down.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from quotaform.errors import EXIT_SANDBOX_NOT_RUNNING, EXIT_SANDBOX_UNRESPONSIVE
+from quotaform.errors import EXIT_SANDBOX_NOT_RUNNING, EXIT_SANDBOX_UNRESPONSIVE, SandboxError
 from quotaform.sandbox import (
     DEFAULT_KAFKA_VERSION,
     DEFAULT_SANDBOX_NAME,
     BrokerOptions,
+    SandboxBroker,
     SandboxState,
+    active_controller,
     broker_status,
     ensure_kafka_jars,
     start_broker,
@@ -33,7 +39,8 @@ __all__ = ["sandbox_app"]
 
 sandbox_app = typer.Typer(
     name="sandbox",
-    help="Run a local single-node KRaft Kafka broker (needs Java 17+; Maven on first use).",
+    help="Run a local KRaft Kafka sandbox: one node, or several brokers and controllers "
+    "(needs Java 17+; Maven on first use).",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -68,25 +75,54 @@ def up(
         typer.Option(
             "--jmx",
             help="Expose the broker's metrics over JMX on a free loopback port (read them "
-            "with Kafka's JmxTool; quota groups are kafka.server:type=Produce|Fetch|Request,*).",
+            "with Kafka's JmxTool; quota groups are kafka.server:type=Produce|Fetch|Request,*); "
+            "with several brokers, one port per broker.",
         ),
     ] = False,
+    brokers: Annotated[
+        int,
+        typer.Option(
+            "--brokers",
+            min=1,
+            help="Broker processes. With 1 broker and 1 controller (the default) the "
+            "sandbox is one combined KRaft node.",
+        ),
+    ] = 1,
+    controllers: Annotated[
+        int,
+        typer.Option(
+            "--controllers",
+            min=1,
+            help="Controller processes of the metadata quorum (3 survive the loss of one).",
+        ),
+    ] = 1,
 ) -> None:
-    """Start the sandbox broker (or find it running) and print its bootstrap address."""
+    """Start the sandbox (or find it running) and print its bootstrap address(es)."""
     broker = start_broker(
         version=kafka_version,
         name=name,
         timeout_s=timeout,
         on_progress=lambda message: _stderr.print(message, markup=False),
         options=BrokerOptions(jmx_port=0) if jmx else None,
+        brokers=brokers,
+        controllers=controllers,
     )
-    _stderr.print(
-        f"Sandbox {name!r}: Kafka {broker.version}, cluster id {broker.cluster_id}, "
-        f"pid {broker.pid}, log {broker.log_path}",
-        markup=False,
-    )
-    if broker.jmx_port is not None:
-        _stderr.print(f"JMX: {jmx_url(broker.jmx_port)}", markup=False)
+    if broker.single_node:
+        _stderr.print(
+            f"Sandbox {name!r}: Kafka {broker.version}, cluster id {broker.cluster_id}, "
+            f"pid {broker.pid}, log {broker.log_path}",
+            markup=False,
+        )
+        if broker.jmx_port is not None:
+            _stderr.print(f"JMX: {jmx_url(broker.jmx_port)}", markup=False)
+    else:
+        _stderr.print(
+            f"Sandbox {name!r}: Kafka {broker.version}, cluster id {broker.cluster_id}, "
+            f"data {broker.data_dir}",
+            markup=False,
+        )
+        for line in _node_lines(broker, set()):
+            _stderr.print(line, markup=False)
     typer.echo(broker.bootstrap)
 
 
@@ -113,11 +149,26 @@ def status(name: Name = DEFAULT_SANDBOX_NAME) -> None:
     if broker is None:
         typer.echo(f"Sandbox {name!r} is not running.")
         raise typer.Exit(EXIT_SANDBOX_NOT_RUNNING)
-    typer.echo(
-        f"Sandbox {name!r} is {found.state.value}: {broker.bootstrap}, Kafka {broker.version}, "
-        f"cluster id {broker.cluster_id}, pid {broker.pid}, data {broker.data_dir}"
-        + (f", JMX {jmx_url(broker.jmx_port)}" if broker.jmx_port is not None else "")
-    )
+    if broker.single_node:
+        typer.echo(
+            f"Sandbox {name!r} is {found.state.value}: {broker.bootstrap}, Kafka "
+            f"{broker.version}, cluster id {broker.cluster_id}, pid {broker.pid}, data "
+            f"{broker.data_dir}"
+            + (f", JMX {jmx_url(broker.jmx_port)}" if broker.jmx_port is not None else "")
+        )
+    else:
+        leader = "unknown"
+        if found.state is not SandboxState.UNRESPONSIVE:
+            with contextlib.suppress(SandboxError):
+                leader = str(active_controller(name=name, timeout_s=5.0))
+        typer.echo(
+            f"Sandbox {name!r} is {found.state.value}: {broker.bootstrap}, Kafka "
+            f"{broker.version}, cluster id {broker.cluster_id}, "
+            f"{len(broker.brokers)} brokers, {len(broker.controllers)} controllers "
+            f"(active controller: {leader}), data {broker.data_dir}"
+        )
+        for line in _node_lines(broker, set(found.down)):
+            typer.echo(line)
     if found.state is not SandboxState.RUNNING:
         raise typer.Exit(EXIT_SANDBOX_UNRESPONSIVE)
 
@@ -129,12 +180,34 @@ def down(name: Name = DEFAULT_SANDBOX_NAME) -> None:
     if broker is None:
         _stderr.print(f"Sandbox {name!r} is not running.", markup=False)
     else:
+        pids = ", ".join(str(n.pid) for n in broker.nodes)
         _stderr.print(
-            f"Stopped sandbox {name!r} (pid {broker.pid}) and removed {broker.data_dir}",
+            f"Stopped sandbox {name!r} (pid{'' if broker.single_node else 's'} {pids}) "
+            f"and removed {broker.data_dir}",
             markup=False,
         )
 
 
+def _node_lines(broker: SandboxBroker, down: set[int]) -> list[str]:
+    """One line per node: ``  broker 2: 127.0.0.1:PORT, pid N, running, log ...``."""
+    lines = []
+    for node in broker.nodes:
+        extra = ""
+        if node.solo_port is not None:
+            extra += f" (only this broker: {node.solo_address})"
+        if node.jmx_port is not None:
+            extra += f", JMX {jmx_url(node.jmx_port)}"
+        state = "down" if node.node_id in down else "running"
+        lines.append(
+            f"  {node.label}: {node.address}{extra}, pid {node.pid}, {state}, log {node.log_path}"
+        )
+    return lines
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``sandbox`` command group to ``app``."""
-    app.add_typer(sandbox_app, name="sandbox", help="Run a local single-node Kafka broker.")
+    app.add_typer(
+        sandbox_app,
+        name="sandbox",
+        help="Run a local Kafka sandbox (one node, or several brokers and controllers).",
+    )

@@ -32,7 +32,8 @@ def validate(
     """Check manifests offline: syntax, fields, quota values, scope. No RPC."""
     err = make_console(stderr=True)
     states = run_validate(ValidateRequest(tuple(manifests), cluster, all_clusters))
-    for warning in sorted({w for desired in states for w in desired.warnings}):
+    # Each set's warnings are sorted by file and line; a warning of several sets once.
+    for warning in dict.fromkeys(w for desired in states for w in desired.warnings):
         say(err, warning, style="yellow", prefix="Warning: ")
     for desired in states:
         say(

@@ -6,7 +6,10 @@
 2. The real alter, in batches; every entity's result is handled on its own
    (Kafka is per-entity all-or-nothing, not atomic across entities).
 3. Read-back: describe until the cluster shows the planned quotas or a timeout
-   passes (a broker's metadata image can lag the controller).
+   passes (a broker's metadata image can lag the controller). On a cluster of
+   several brokers the same strict describes go to each broker by node id, side
+   by side, within the same timeout (:func:`confirm_on_brokers`): each broker
+   answers from its own copy of the metadata log, so one that lags is named.
 
 Whether a plan may be applied at all is the review's verdict
 (:mod:`quotaform.plan.review`), checked by the caller before this runs.
@@ -17,10 +20,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, runtime_checkable
 
 from quotaform.cluster.read import QuotaReader, describe_shapes
+from quotaform.cluster.wire.codes import error_text
 from quotaform.cluster.wire.types import (
     AlterOutcome,
     AlterResult,
@@ -28,21 +33,26 @@ from quotaform.cluster.wire.types import (
     QuotaAlteration,
 )
 from quotaform.errors import AuthorizationError, PlanFileError, StalePlanError
-from quotaform.kafka.entity import SHAPES, Entity
+from quotaform.kafka.brokers import BrokerNode
+from quotaform.kafka.entity import SHAPES, Entity, Shape
 from quotaform.kafka.units import same_quotas
 from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.outcome import (
     ApplyResult,
     ApplyStatus,
+    BrokerReadBack,
+    BrokerState,
     EntityOutcome,
     EntityResult,
 )
 
 __all__ = [
+    "BrokerReader",
     "QuotaWriter",
     "alteration",
     "apply_plan",
     "check_not_stale",
+    "confirm_on_brokers",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,6 +75,30 @@ class QuotaWriter(Protocol):
         on_batch: Callable[[int, int], None] | None = None,
     ) -> dict[Entity, AlterResult]: ...
 
+
+@runtime_checkable
+class BrokerReader(Protocol):
+    """A client that lists the brokers and describes on each one by node id
+    (the wire layer's ``QuotaAdminClient``). A client without these methods is
+    read back through its own connection only."""
+
+    def brokers(
+        self, *, fresh: bool = False, timeout_ms: int | None = None
+    ) -> list[BrokerNode]: ...
+
+    def describe_client_quotas_on(
+        self,
+        node_id: int,
+        components: Sequence[FilterComponent],
+        *,
+        strict: bool,
+        timeout_ms: int,
+    ) -> dict[Entity, dict[str, float]]: ...
+
+
+#: Every broker gets at least one describe this long, even when the read-back
+#: through the connection used up the timeout.
+MIN_BROKER_TRY_S = 1.0
 
 _OUTCOME = {
     AlterOutcome.APPLIED: EntityOutcome.APPLIED,
@@ -109,7 +143,8 @@ def apply_plan(
         client: a read-write quota client.
         on_progress: ``(stage, done, total)`` with stage ``validate``,
             ``apply`` or ``read-back``.
-        readback_timeout_s: how long to wait for describe to show the plan.
+        readback_timeout_s: how long to wait for describe to show the plan
+            (through the connection; with several brokers, on each broker).
 
     Returns:
         An :class:`ApplyResult`. A validate_only rejection is a result
@@ -180,16 +215,37 @@ def apply_plan(
 
     # 3. Read-back until every applied entity shows what the plan says; a
     # read-back that cannot be made never erases what the broker confirmed.
+    # With several brokers each one is read (the connection's broker is one).
     t0 = time.monotonic()
+    deadline = t0 + readback_timeout_s
     log.info("apply: reading back")
     readback_error: str | None = None
-    live: dict[Entity, dict[str, float]] | None
-    try:
-        live = _read_back(
-            client, pending, results, readback_timeout_s, readback_interval_s, on_progress
-        )
-    except Exception as exc:  # whatever it is, the result must still be reported
-        live, readback_error = None, str(exc) or type(exc).__name__
+    unlisted: str | None = None
+    live: dict[Entity, dict[str, float]] | None = None
+    brokers: tuple[BrokerReadBack, ...] = ()
+    several = False
+    if isinstance(client, BrokerReader):
+        try:
+            several = len(client.brokers(timeout_ms=_left_ms(deadline))) > 1
+            if several:
+                brokers, live = _read_back_on_brokers(
+                    client, pending, results, deadline, readback_interval_s, on_progress
+                )
+        except Exception as exc:  # the brokers could not be listed: read through the client
+            unlisted = f"the brokers could not be listed: {str(exc) or type(exc).__name__}"
+    if not several or unlisted is not None:
+        try:
+            live = _read_back(
+                client,
+                pending,
+                results,
+                max(deadline - time.monotonic(), 0.0),
+                readback_interval_s,
+                on_progress,
+            )
+        except Exception as exc:  # whatever it is, the result must still be reported
+            live, readback_error = None, str(exc) or type(exc).__name__
+    readback_error = readback_error or unlisted
     waited = time.monotonic() - t0
 
     done: list[EntityResult] = []
@@ -200,12 +256,21 @@ def apply_plan(
         done.append(EntityResult(c, outcome, _message(result), seen))
     if any(r.outcome is not EntityOutcome.APPLIED for r in done):
         status = ApplyStatus.PARTIAL
-    elif all(r.converged for r in done):
+    elif (
+        all(r.converged for r in done)
+        and all(b.matched for b in brokers)
+        and readback_error is None
+    ):
         status = ApplyStatus.APPLIED
     else:
         status = ApplyStatus.NOT_CONVERGED
     return ApplyResult(
-        status, tuple(done), _delta(client, start_counts), waited, readback_error=readback_error
+        status,
+        tuple(done),
+        _delta(client, start_counts),
+        waited,
+        readback_error=readback_error,
+        brokers=brokers,
     )
 
 
@@ -227,6 +292,22 @@ def _delta(client: QuotaWriter, before: Mapping[str, int]) -> dict[str, int]:
     }
 
 
+def _touched(pending: Sequence[EntityChange]) -> list[Shape]:
+    """The entity shapes ``pending`` changes, in a fixed order."""
+    return sorted({c.entity.types for c in pending}, key=lambda s: (len(s), s))
+
+
+def _expected(
+    pending: Sequence[EntityChange], results: Mapping[Entity, AlterResult]
+) -> dict[Entity, dict[str, float]]:
+    """The planned quotas of the entities the broker said it applied."""
+    return {
+        c.entity: dict(c.after)
+        for c in pending
+        if (r := results.get(c.entity)) is not None and r.outcome is AlterOutcome.APPLIED
+    }
+
+
 def _read_back(
     client: QuotaWriter,
     pending: list[EntityChange],
@@ -237,12 +318,8 @@ def _read_back(
 ) -> dict[Entity, dict[str, float]]:
     """Describe the touched shapes (strict, one RPC per shape) until every
     applied entity matches its planned quotas, or ``timeout_s`` passes."""
-    shapes = sorted({c.entity.types for c in pending}, key=lambda s: (len(s), s))
-    expected = {
-        c.entity: dict(c.after)
-        for c in pending
-        if (r := results.get(c.entity)) is not None and r.outcome is AlterOutcome.APPLIED
-    }
+    shapes = _touched(pending)
+    expected = _expected(pending, results)
     deadline = time.monotonic() + timeout_s
     while True:
         live = describe_shapes(client, shapes)
@@ -251,6 +328,145 @@ def _read_back(
             on_progress("read-back", matched, len(expected))
         if matched == len(expected) or time.monotonic() >= deadline:
             return live
+        time.sleep(interval_s)
+
+
+def confirm_on_brokers(
+    client: BrokerReader,
+    pending: Sequence[EntityChange],
+    results: Mapping[Entity, AlterResult],
+    *,
+    deadline: float,
+    interval_s: float = 0.2,
+) -> tuple[BrokerReadBack, ...]:
+    """Confirm the applied entities on every broker (the read-back of a
+    cluster of several brokers; see :func:`apply_plan`).
+
+    The brokers are listed afresh (DescribeCluster, fenced ones included);
+    then each broker, side by side, gets the same strict describes as the
+    read-back (one per touched shape), sent to it by node id, until it shows
+    every applied entity as planned or ``deadline`` passes. Every broker gets
+    at least one try of :data:`MIN_BROKER_TRY_S`, so one that does not answer
+    is reported unreachable, never matched. A fenced broker is not read.
+
+    Args:
+        deadline: a :func:`time.monotonic` value (the apply's read-back timeout).
+
+    Returns:
+        One :class:`BrokerReadBack` per broker, by node id.
+
+    Raises:
+        BrokerError: the brokers could not be listed.
+    """
+    return _read_back_on_brokers(client, pending, results, deadline, interval_s, None)[0]
+
+
+def _read_back_on_brokers(
+    client: BrokerReader,
+    pending: Sequence[EntityChange],
+    results: Mapping[Entity, AlterResult],
+    deadline: float,
+    interval_s: float,
+    on_progress: Callable[[str, int, int], None] | None,
+) -> tuple[tuple[BrokerReadBack, ...], dict[Entity, dict[str, float]] | None]:
+    """:func:`confirm_on_brokers`, and the entities as the brokers showed them
+    (:func:`_merge`; ``None`` when no broker answered)."""
+    brokers = client.brokers(fresh=True, timeout_ms=_left_ms(deadline))
+    shapes = _touched(pending)
+    expected = _expected(pending, results)
+    log.info("apply: reading back on %d brokers", len(brokers))
+    with ThreadPoolExecutor(max_workers=len(brokers), thread_name_prefix="read-back") as pool:
+        found = list(
+            pool.map(
+                lambda broker: _confirm_on(client, broker, shapes, expected, deadline, interval_s),
+                brokers,
+            )
+        )
+    reports = tuple(report for report, _ in found)
+    if on_progress is not None:
+        on_progress("read-back on brokers", sum(r.matched for r in reports), len(reports))
+    for report in reports:
+        log.info("apply: %s %s", report.broker.label(), report.state.value)
+    views = [view for _, view in found if view is not None]
+    planned = {c.entity: c.after for c in pending}
+    return reports, (_merge(views, planned) if views else None)
+
+
+def _merge(
+    views: Sequence[Mapping[Entity, Mapping[str, float]]],
+    planned: Mapping[Entity, Mapping[str, float]],
+) -> dict[Entity, dict[str, float]]:
+    """One view of the planned entities from several brokers' views: where
+    the brokers disagree, the first (by node id) that differs from the plan,
+    so an entity reads as converged only when every broker that answered
+    shows it as planned."""
+    merged: dict[Entity, dict[str, float]] = {}
+    for entity, after in planned.items():
+        seen = [view.get(entity, {}) for view in views]
+        differing = [quotas for quotas in seen if not same_quotas(quotas, after)]
+        shown = differing[0] if differing else seen[0]
+        if shown:
+            merged[entity] = dict(shown)
+    return merged
+
+
+def _left_ms(deadline: float) -> int:
+    """Milliseconds until ``deadline``, at least :data:`MIN_BROKER_TRY_S`."""
+    return int(max(deadline - time.monotonic(), MIN_BROKER_TRY_S) * 1000)
+
+
+class _OnBroker:
+    """A :class:`QuotaReader` whose describes all go to one broker, each
+    bounded by what is left until ``deadline`` (at least
+    :data:`MIN_BROKER_TRY_S`)."""
+
+    def __init__(self, client: BrokerReader, node_id: int, deadline: float) -> None:
+        self._client, self._node_id, self._deadline = client, node_id, deadline
+        self.rpc_counts: dict[str, int] = {}
+
+    def describe_client_quotas(
+        self, components: list[FilterComponent], *, strict: bool
+    ) -> dict[Entity, dict[str, float]]:
+        left = max(self._deadline - time.monotonic(), MIN_BROKER_TRY_S)
+        return self._client.describe_client_quotas_on(
+            self._node_id, components, strict=strict, timeout_ms=int(left * 1000)
+        )
+
+
+def _confirm_on(
+    client: BrokerReader,
+    broker: BrokerNode,
+    shapes: Sequence[Shape],
+    expected: Mapping[Entity, Mapping[str, float]],
+    deadline: float,
+    interval_s: float,
+) -> tuple[BrokerReadBack, dict[Entity, dict[str, float]] | None]:
+    """Read ``broker`` until it shows ``expected`` or ``deadline`` passes;
+    also its last answer (``None``: it never answered)."""
+    if broker.fenced:
+        return BrokerReadBack(broker, BrokerState.FENCED), None
+    reader = _OnBroker(client, broker.node_id, deadline)
+    last: dict[Entity, dict[str, float]] | None = None
+    while True:
+        error: str | None = None
+        differing: tuple[Entity, ...] | None = None
+        try:
+            last = describe_shapes(reader, shapes)
+        except Exception as exc:  # no answer: try again until the deadline
+            error = error_text(exc) or type(exc).__name__
+        else:
+            differing = tuple(
+                sorted(
+                    (e for e, q in expected.items() if not same_quotas(last.get(e, {}), q)),
+                    key=Entity.sort_key,
+                )
+            )
+            if not differing:
+                return BrokerReadBack(broker, BrokerState.MATCHED), last
+        if time.monotonic() >= deadline:
+            if differing is None:
+                return BrokerReadBack(broker, BrokerState.UNREACHABLE, error=error), last
+            return BrokerReadBack(broker, BrokerState.LAGGING, differing), last
         time.sleep(interval_s)
 
 

@@ -12,6 +12,7 @@ One file names how to reach each cluster a manifest set can target, so
         saslMechanism: SCRAM-SHA-512
         saslUsernameEnv: PROD_EU_QUOTA_USER        # secrets: a variable's NAME ...
         saslPasswordFile: /run/secrets/prod-eu     # ... or a file's path
+        superUsers: [User:admin]                   # optional: the brokers' super.users
 
 The file is meant to be committed, so it never holds a secret: keys such as
 ``saslPassword`` or ``password`` are refused with their file and line, and the
@@ -39,9 +40,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import Node
 
@@ -54,6 +55,7 @@ from quotaform.cluster.wire.connection import (
     load_connection_settings,
 )
 from quotaform.errors import ClusterConfigError, ConnectionSettingsError
+from quotaform.kafka.names import parse_principal
 from quotaform.manifest.files import PROFILES_FILE
 from quotaform.manifest.pydantic_errors import Wording, validation_problems
 from quotaform.manifest.yamlsource import Loc, compose_documents, describe_yaml_error, locate
@@ -88,6 +90,10 @@ _SECRET_WORDS = ("password", "secret", "jaas", "token", "credential")
 # --------------------------------------------------------------- the file's models
 
 
+#: A principal written ``Type:name`` (``User:admin``), kept as ``Type:name``.
+_Principal = Annotated[str, AfterValidator(lambda text: ":".join(parse_principal(text)))]
+
+
 class _ProfileModel(BaseModel):
     """One cluster's connection profile (the file's boundary model)."""
 
@@ -106,6 +112,7 @@ class _ProfileModel(BaseModel):
     sasl_username_env: str | None = Field(default=None, alias="saslUsernameEnv")
     sasl_password_env: str | None = Field(default=None, alias="saslPasswordEnv")
     sasl_password_file: str | None = Field(default=None, alias="saslPasswordFile", min_length=1)
+    super_users: list[_Principal] | None = Field(default=None, alias="superUsers")
 
     @model_validator(mode="after")
     def _one_source_each(self) -> _ProfileModel:
@@ -147,6 +154,11 @@ class ClusterProfile:
         sasl_username_env, sasl_password_env: names of environment variables.
         sasl_password_file: a file holding the password (absolute).
         source: ``path:line`` of the profile, for messages.
+        super_users: ``superUsers``: the brokers' ``super.users`` principals
+            (``User:admin``), which brokers do not reveal through
+            DescribeConfigs; ``plan`` warns when a default user quota would
+            throttle one.
+        super_users_source: ``path:line`` of ``superUsers`` (empty when not given).
     """
 
     name: str
@@ -160,6 +172,8 @@ class ClusterProfile:
     sasl_password_env: str | None = None
     sasl_password_file: Path | None = None
     source: str = ""
+    super_users: tuple[str, ...] = ()
+    super_users_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +213,15 @@ class ClusterTarget:
         cluster: the selected cluster name for ``load_manifests(cluster=...)``;
             ``None`` without a profile (flags only), as before profiles.
         cluster_id: the profile's expected cluster id, ``None`` = not checked.
+        super_users: the profile's ``superUsers`` (empty without a profile).
+        super_users_source: where they are written (``path:line``), or empty.
     """
 
     settings: ConnectionSettings
     cluster: str | None = None
     cluster_id: str | None = None
+    super_users: tuple[str, ...] = ()
+    super_users_source: str = ""
 
 
 # --------------------------------------------------------------- loading
@@ -357,6 +375,12 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
             sasl_password_env=p.sasl_password_env,
             sasl_password_file=absolute(p.sasl_password_file),
             source=f"{path}:{locate(node, ('clusters', name))[0] or 1}",
+            super_users=tuple(p.super_users or ()),
+            super_users_source=(
+                f"{path}:{locate(node, ('clusters', name, 'superUsers'))[0] or 1}"
+                if p.super_users is not None
+                else ""
+            ),
         )
         for name, p in sorted(model.clusters.items())
     }
@@ -501,9 +525,7 @@ def resolve_target(
             if profiles is not None and implied is not None and implied in profiles.profiles:
                 profile = profiles.profiles[implied]
                 _log.info("cluster %r: connecting with its profile (%s)", implied, profile.source)
-                return ClusterTarget(
-                    resolve_settings(profile, env=env), implied, profile.cluster_id
-                )
+                return _profile_target(profile, env)
             if profiles is not None:
                 raise ConnectionSettingsError(
                     "no bootstrap server: pass --cluster NAME to use a profile of "
@@ -522,7 +544,17 @@ def resolve_target(
             "QUOTAFORM_COMMAND_CONFIG), or drop --cluster"
         )
     profile = load_required_profiles(config, cwd=cwd, near=near).get(cluster)
-    return ClusterTarget(resolve_settings(profile, env=env), cluster, profile.cluster_id)
+    return _profile_target(profile, env)
+
+
+def _profile_target(profile: ClusterProfile, env: Mapping[str, str]) -> ClusterTarget:
+    return ClusterTarget(
+        resolve_settings(profile, env=env),
+        profile.name,
+        profile.cluster_id,
+        super_users=profile.super_users,
+        super_users_source=profile.super_users_source,
+    )
 
 
 def load_required_profiles(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quotaform.formats.explain import EnforcementDoc
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
@@ -78,6 +79,27 @@ class AnalyzeSummary(BaseModel):
     )
     top: list[dict[str, Any]] = Field(description="The first rows of the table, ranked.")
     seconds: dict[str, float] = Field(description="Wall time per stage.")
+    resolution_enforced: bool | None = Field(
+        default=None,
+        description="Whether the brokers enforce the quotas and levels the analysis resolved "
+        "(Kafka's default resolution): false when a cluster's brokers use a custom quota "
+        "callback (client.quota.callback.class, KIP-257); null when not known (quotas from "
+        "manifests or snapshot files, or a broker unreadable).",
+    )
+    quota_callback: str | None = Field(
+        default=None,
+        description="The custom quota callback class(es) the brokers read set, comma-separated.",
+    )
+    enforcement: dict[str, EnforcementDoc] = Field(
+        default_factory=dict,
+        description="Cluster -> how its brokers enforce quotas, for the clusters whose "
+        "brokers were read (the live cluster, or a saved plan that recorded them).",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Why resolved quotas are not (or not surely) what the brokers enforce, "
+        "per cluster, as the reports and the command print them.",
+    )
 
 
 class UsageRecord(BaseModel):

@@ -7,7 +7,8 @@ and one entry per entity the plan changed, each with its outcome: ``applied``
 (the broker said so), ``failed`` (with the broker's error), ``unknown`` (no
 answer: it may or may not have committed), ``not-applied`` (stopped before the
 real alter: the validate_only pre-check). A plan that was refused, cancelled
-or stale has no entity entries and says why in ``error``.
+or stale has no entity entries and says why in ``error``. On a cluster of
+several brokers, ``brokers`` says what the read-back found on each one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quotaform.formats.plan import PlanDocument, plan_document
 from quotaform.plan.model import Plan
-from quotaform.plan.outcome import APPLY_FORMAT_VERSION, ApplyResult, ApplyStatus, EntityOutcome
+from quotaform.plan.outcome import (
+    APPLY_FORMAT_VERSION,
+    ApplyResult,
+    ApplyStatus,
+    BrokerReadBack,
+    EntityOutcome,
+)
 from quotaform.plan.review import PlanReview
 
 assert APPLY_FORMAT_VERSION == 1, "update ApplyDocument.format_version with the format"
@@ -46,6 +53,27 @@ class EntityResultDoc(BaseModel):
     live_after: dict[str, float] | None = Field(
         default=None, description="The quotas read back; null when not read."
     )
+
+
+class BrokerReadBackDoc(BaseModel):
+    """What the read-back found on one broker (a cluster of several)."""
+
+    model_config = _FROZEN
+    node_id: int = Field(description="The broker's node id.")
+    address: str = Field(description="host:port as DescribeCluster lists it.")
+    fenced: bool = Field(description="DescribeCluster lists it fenced (it serves no clients).")
+    state: Literal["matched", "lagging", "unreachable", "fenced"] = Field(
+        description="matched: it shows every applied entity as planned; lagging: it "
+        "answered but still showed some otherwise at the deadline (its copy of the "
+        "metadata log lags); unreachable: its last describe got no answer within "
+        "--readback-timeout (down, hung, shutting down, or too slow); fenced: not "
+        "read (a fenced broker cannot be reached)."
+    )
+    differing: list[dict[str, str | None]] = Field(
+        description="lagging: the applied entities it did not show as planned, sorted "
+        "(entity type -> name, null the default entity); empty otherwise."
+    )
+    error: str | None = Field(description="unreachable: why its last describe failed.")
 
 
 class CountsDoc(BaseModel):
@@ -79,7 +107,8 @@ class ApplyDocument(BaseModel):
         "refused entities, nothing applied (exit 1); nothing-applied: the connection was "
         "lost before any real alter was sent (exit 1); partial: some entities failed, are "
         "unknown or were not sent (exit 3); not-converged: every entity applied, but the "
-        "read-back differs or could not be made (exit 4); refused: the guard rails "
+        "read-back differs (through the connection or on some broker) or could not be "
+        "made (exit 4); refused: the guard rails "
         "refused the plan, nothing sent (exit 1, error and plan.violations say why); "
         "cancelled: not approved, nothing sent (exit 1); stale: the saved plan's "
         "entities changed on the cluster since it was made, nothing sent (exit 5)."
@@ -93,6 +122,14 @@ class ApplyDocument(BaseModel):
         default=None,
         description="Why the read-back could not be made; null when it was. Entities "
         "the broker confirmed stay applied; run plan once the cluster answers again.",
+    )
+    brokers: list[BrokerReadBackDoc] = Field(
+        default_factory=list,
+        description="On a cluster of several brokers, the read-back on each one, by node "
+        "id: the same strict describes sent to every broker, within --readback-timeout. "
+        "Any broker not matched makes an apply whose entities were all applied "
+        "not-converged (exit 4). Empty with one broker (the read-back through the "
+        "connection is that broker's) and when nothing was read back.",
     )
     error: str | None = Field(
         default=None,
@@ -161,6 +198,18 @@ def apply_document(
         readback_error=result.readback_error,
         error=result.error,
         lock_error=lock_error,
+        brokers=[_broker_doc(b) for b in result.brokers],
+    )
+
+
+def _broker_doc(found: BrokerReadBack) -> BrokerReadBackDoc:
+    return BrokerReadBackDoc(
+        node_id=found.broker.node_id,
+        address=found.broker.address,
+        fenced=found.broker.fenced,
+        state=found.state.value,
+        differing=[e.as_dict() for e in found.differing],
+        error=found.error,
     )
 
 

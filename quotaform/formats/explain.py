@@ -9,13 +9,24 @@ The contract other tools read (fields are only ever added)::
                                 "level": 1-8 | 1-2 (ip) | null,
                                 "entity": {type: name | null} | null,
                                 "metric_tags": {"user": ..., "client-id": ...} | {"ip": ...}}},
-     "unnamed": [{"entity_type", "name", "named_count", "closest", "hint"}]}
+     "unnamed": [{"entity_type", "name", "named_count", "closest", "hint"}],
+     "brokers": N | null,                     # live brokers; null offline
+     "quota_callback": "<class>" | null,      # client.quota.callback.class
+     "resolution_enforced": true | false | null,
+     "enforcement": {...} | null}             # EnforcementDoc
 
 with every quota key that can apply to the principal present. Values are in
 the key's unit (bytes/s, %, mutations/s, connections/s). For ``explain
 --plan`` ``quotas`` is the state after the plan, ``before`` the state before
 it and ``changes`` what moved per key. The same per-key model describes the
 probes of a plan (:mod:`quotaform.formats.plan`).
+
+Against the live cluster (and a saved plan that recorded it) the document
+also says how the quotas are enforced (:class:`EnforcementDoc`): per broker,
+on ``brokers`` brokers, and whether the brokers resolve them Kafka's default
+way; with a custom quota callback (``quota_callback``) ``resolution_enforced``
+is false and every key's ``enforced`` too: the values are what the default
+resolution would give, not what the brokers enforce.
 """
 
 from __future__ import annotations
@@ -39,14 +50,18 @@ from quotaform.kafka.resolution import (
     Resolution,
 )
 from quotaform.kafka.units import format_quota_value
+from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation
-from quotaform.words import group_text, unnamed_text
+from quotaform.words import enforcement_warning, group_text, per_broker_sentence, unnamed_text
 
 __all__ = [
+    "EnforcementDoc",
     "ExplainDocument",
     "KeyDoc",
     "KeyMovesDoc",
     "UnnamedDoc",
+    "enforcement_doc",
+    "enforcement_from_doc",
     "explain_document",
     "key_doc",
     "key_explanation_from_doc",
@@ -104,6 +119,13 @@ class KeyDoc(BaseModel):
         description="Entries that would apply instead for some value of a name the principal "
         "leaves unknown.",
     )
+    enforced: bool | None = Field(
+        default=None,
+        description="Whether the brokers enforce this answer: false when a custom quota "
+        "callback decides the key instead of Kafka's default resolution (the value is what "
+        "the default resolution would give); null when not known (offline, or a broker "
+        "whose configuration could not be read).",
+    )
 
 
 class KeyMovesDoc(BaseModel):
@@ -125,6 +147,59 @@ class UnnamedDoc(BaseModel):
     named_count: int = Field(description="How many names of the type entries give.")
     closest: list[str] = Field(description="The named ones closest to the name, best first.")
     hint: str = Field(description="The hint in words, as the text view prints it.")
+
+
+class EnforcementDoc(BaseModel):
+    """How the brokers enforce client quotas: per broker (DescribeCluster),
+    and by Kafka's default resolution or a custom quota callback
+    (``client.quota.callback.class``, KIP-257; DescribeConfigs of every
+    live broker)."""
+
+    model_config = _FROZEN
+    brokers: int = Field(
+        description="Live (unfenced) brokers: every quota is a limit on each of them."
+    )
+    broker_ids: list[str] = Field(description="Their ids, sorted as numbers.")
+    quota_callback: str | None = Field(
+        description="The client.quota.callback.class the brokers set (several, "
+        "comma-separated, when they set different ones); null when no broker read sets one."
+    )
+    quota_callbacks: dict[str, str | None] = Field(
+        description="Broker id -> its client.quota.callback.class (null: not set, Kafka's "
+        "default resolution), for every broker whose configuration was read."
+    )
+    unreadable: dict[str, str] = Field(
+        description="Broker id -> why its configuration could not be read (e.g. no "
+        "DESCRIBE_CONFIGS): unknown, never taken for 'no callback'."
+    )
+    brokers_agree: bool = Field(description="Every broker read sets the same callback (or none).")
+    resolution_enforced: bool | None = Field(
+        description="true: every broker uses Kafka's default resolution; false: some broker "
+        "uses a custom quota callback, so resolved user/client-id quotas are what the default "
+        "resolution would give, not what it enforces; null: unknown (a broker unreadable)."
+    )
+    statement: str = Field(description="The same in words, as the text views print it.")
+
+
+def enforcement_doc(enforcement: QuotaEnforcement) -> EnforcementDoc:
+    """The JSON model of how the brokers enforce quotas."""
+    warning = enforcement_warning(enforcement, QUOTA_KEYS)
+    statement = per_broker_sentence(enforcement.count)
+    return EnforcementDoc(
+        brokers=enforcement.count,
+        broker_ids=list(enforcement.brokers),
+        quota_callback=enforcement.quota_callback,
+        quota_callbacks=dict(enforcement.callbacks),
+        unreadable=dict(enforcement.unreadable),
+        brokers_agree=enforcement.agree,
+        resolution_enforced=enforcement.resolution_enforced,
+        statement=statement if warning is None else f"{statement} {warning}",
+    )
+
+
+def enforcement_from_doc(doc: EnforcementDoc) -> QuotaEnforcement:
+    """The inverse of :func:`enforcement_doc` (saved plans decode it)."""
+    return QuotaEnforcement(tuple(doc.broker_ids), dict(doc.quota_callbacks), dict(doc.unreadable))
 
 
 class ExplainDocument(BaseModel):
@@ -153,6 +228,26 @@ class ExplainDocument(BaseModel):
         description="The principal's names no entry gives while entries give others "
         "(the answer comes from defaults: a typo?), with the closest names given.",
     )
+    brokers: int | None = Field(
+        default=None,
+        description="Live brokers: every value is a limit on each of them (a client that "
+        "reaches all can use that many times it); null when not known (offline).",
+    )
+    quota_callback: str | None = Field(
+        default=None,
+        description="The brokers' custom quota callback class (client.quota.callback.class, "
+        "KIP-257); null when none is set or not known (see enforcement).",
+    )
+    resolution_enforced: bool | None = Field(
+        default=None,
+        description="Whether the brokers enforce the answer shown: false when a custom quota "
+        "callback decides the principal's keys (the values are what Kafka's default "
+        "resolution would give); null when not known (offline, or a broker unreadable).",
+    )
+    enforcement: EnforcementDoc | None = Field(
+        default=None,
+        description="How the brokers enforce quotas, per broker; null when not known (offline).",
+    )
 
 
 def principal_doc(principal: Principal) -> dict[str, str | None]:
@@ -167,8 +262,9 @@ def principal_from_doc(doc: Mapping[str, str | None]) -> Principal:
     return Principal(user=doc.get("user"), client_id=doc.get("client-id"))
 
 
-def key_doc(explained: KeyExplanation) -> KeyDoc:
-    """The JSON model of one key's explanation."""
+def key_doc(explained: KeyExplanation, enforcement: QuotaEnforcement | None = None) -> KeyDoc:
+    """The JSON model of one key's explanation (``enforced`` from
+    ``enforcement``: ``None`` when not known)."""
     res = explained.resolution
     key = res.key
 
@@ -194,6 +290,7 @@ def key_doc(explained: KeyExplanation) -> KeyDoc:
         recorded=res.recorded,
         overridden=[match_doc(m) for m in explained.overridden],
         variants=[match_doc(m) for m in explained.variants],
+        enforced=None if enforcement is None else enforcement.enforced_for([key]),
     )
 
 
@@ -245,17 +342,22 @@ def explain_document(
     cluster: str | None = None,
     before: Explanation | None = None,
     changed: tuple[ChangedKey, ...] = (),
+    enforcement: QuotaEnforcement | None = None,
 ) -> ExplainDocument:
     """The JSON model of an explanation (with ``before`` and ``changed`` for
-    ``--plan``)."""
+    ``--plan``; ``enforcement``: how the brokers enforce it, when known)."""
+
+    def docs(explained: Explanation) -> dict[str, KeyDoc]:
+        return {k: key_doc(v, enforcement) for k, v in explained.keys.items()}
+
     return ExplainDocument(
         format_version=1,
         principal=principal_doc(explanation.principal),
         source=source,
         cluster=cluster,
         unlimited=explanation.unlimited,
-        quotas={k: key_doc(v) for k, v in explanation.keys.items()},
-        before=None if before is None else {k: key_doc(v) for k, v in before.keys.items()},
+        quotas=docs(explanation),
+        before=None if before is None else docs(before),
         changes=None if before is None else {c.key: moves_doc(c) for c in changed},
         unnamed=[
             UnnamedDoc(
@@ -267,6 +369,12 @@ def explain_document(
             )
             for u in explanation.unnamed
         ],
+        brokers=None if enforcement is None else enforcement.count,
+        quota_callback=None if enforcement is None else enforcement.quota_callback,
+        resolution_enforced=(
+            None if enforcement is None else enforcement.enforced_for(explanation.keys)
+        ),
+        enforcement=None if enforcement is None else enforcement_doc(enforcement),
     )
 
 

@@ -19,7 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 from pydantic_core import to_json
 
 from quotaform.formats.explain import (
+    EnforcementDoc,
     KeyDoc,
+    enforcement_doc,
+    enforcement_from_doc,
     key_doc,
     key_explanation_from_doc,
     moves_doc,
@@ -28,6 +31,7 @@ from quotaform.formats.explain import (
 )
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.resolution import Fallback
+from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.explain import ChangedKey, ProbeImpact
 from quotaform.plan.guards import GuardKind, Violation
 from quotaform.plan.model import (
@@ -170,6 +174,12 @@ class ProbeDoc(BaseModel):
     source: str = Field(description="path:line of the probe's declaration.")
     affected: bool
     keys: dict[str, ProbeKeyDoc] = Field(description="Only the keys that move.")
+    resolution_enforced: bool | None = Field(
+        default=None,
+        description="Whether the brokers enforce the resolution shown for this principal: "
+        "false when a custom quota callback decides its quotas instead (see the document's "
+        "enforcement); null when not known.",
+    )
 
 
 class SummaryDoc(BaseModel):
@@ -228,7 +238,12 @@ class PlanDocument(BaseModel):
     changes: list[ChangeDoc] = Field(description="Every in-scope entity, sorted by entity.")
     summary: SummaryDoc
     unmanaged: int = Field(description="Live entities outside the scope, left alone.")
-    warnings: list[str]
+    warnings: list[str] = Field(
+        description="Warnings, each 'path:line: field: message' where a declaration is "
+        "concerned: the manifests' (e.g. a user name that is probably not the principal "
+        "meant, an entry that never applies) and, once connected, a user quota naming no "
+        "SCRAM user of the cluster or a default user quota that would throttle a super user."
+    )
     violations: list[ViolationDoc] = Field(
         default_factory=list, description="Guard-rail violations; apply refuses when any."
     )
@@ -264,6 +279,12 @@ class PlanDocument(BaseModel):
         default=None,
         description="Storage-aware quotas: the state, factor and snapshot ages the plan's "
         "producer_byte_rate values were scaled by; null without a storage policy.",
+    )
+    enforcement: EnforcementDoc | None = Field(
+        default=None,
+        description="How the brokers enforce quotas: per broker (how many) and by Kafka's "
+        "default resolution or a custom quota callback, which makes the probes' and "
+        "fallbacks' resolution not what they enforce; null when not read.",
     )
 
 
@@ -353,13 +374,16 @@ def plan_data(plan: Plan, review: PlanReview) -> dict[str, Any]:
         "refused": review.refused,
         "allow_flags": missing_permissions(review.violations),
         "live_state_rpcs": dict(sorted(plan.rpc_counts.items())),
-        "probes": [probe_doc(i).model_dump(mode="json") for i in review.probes],
+        "probes": [probe_doc(i, plan.enforcement).model_dump(mode="json") for i in review.probes],
         "unmanaged_by_shape": dict(plan.unmanaged_by_shape),
         "outside_scope": [
             {"entity": e.as_dict(), "quotas": _floats(q)}
             for e, q in sorted(plan.outside.items(), key=lambda p: p[0].sort_key())
         ],
         "storage": _dumped(storage_doc(plan.storage)),
+        "enforcement": _dumped(
+            None if plan.enforcement is None else enforcement_doc(plan.enforcement)
+        ),
     }
 
 
@@ -417,19 +441,26 @@ def _storage(doc: StorageDoc | None) -> StorageScaling | None:
     )
 
 
-def probe_doc(impact: ProbeImpact) -> ProbeDoc:
-    """The JSON model of one probe's impact."""
+def probe_doc(impact: ProbeImpact, enforcement: QuotaEnforcement | None = None) -> ProbeDoc:
+    """The JSON model of one probe's impact (``enforcement``: how the brokers
+    enforce it, when known)."""
     source = impact.probe.source
+    principal = impact.probe.principal
     return ProbeDoc(
-        principal=principal_doc(impact.probe.principal),
+        principal=principal_doc(principal),
         source=f"{source.path}:{source.line}",
         affected=impact.affected,
         keys={
             c.key: ProbeKeyDoc(
-                before=key_doc(c.before), after=key_doc(c.after), **moves_doc(c).model_dump()
+                before=key_doc(c.before, enforcement),
+                after=key_doc(c.after, enforcement),
+                **moves_doc(c).model_dump(),
             )
             for c in impact.keys
         },
+        resolution_enforced=(
+            None if enforcement is None else enforcement.enforced_for_principal(principal)
+        ),
     )
 
 
@@ -505,6 +536,7 @@ def plan_from_document(doc: PlanDocument) -> tuple[Plan, PlanReview]:
         warnings=tuple(doc.warnings),
         outside={Entity.from_mapping(o.entity): dict(o.quotas) for o in doc.outside_scope},
         storage=_storage(doc.storage),
+        enforcement=None if doc.enforcement is None else enforcement_from_doc(doc.enforcement),
     )
     fallbacks = {
         (Entity.from_mapping(c.entity), k.key): fallback

@@ -78,6 +78,12 @@ class KeySpec:
             (KRaft ``ControllerApis`` with ``ControllerMutationQuotaManager``
             for CreateTopics, CreatePartitions, DeleteTopics; KIP-599): one
             node at a time, whatever the number of brokers.
+        callback_type: the ``ClientQuotaType`` a custom quota callback
+            (``client.quota.callback.class``, KIP-257) is asked about for
+            this key (``PRODUCE``, ``FETCH``, ``REQUEST``,
+            ``CONTROLLER_MUTATION``: ``QuotaFactory`` hands the callback to
+            all four client quota managers); ``None`` for ip keys, which
+            ``ConnectionQuotas`` resolves itself whatever the callback.
     """
 
     key: str
@@ -90,6 +96,7 @@ class KeySpec:
     usage_metric: str = ""
     throttle_metric: str | None = None
     enforced_on: str = "broker"
+    callback_type: str | None = None
 
     @property
     def max_value(self) -> int | None:
@@ -134,6 +141,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="byte-rate",
                 usage_metric="produce-byte-rate",
                 throttle_metric="produce-throttle-time",
+                callback_type="PRODUCE",
             ),
             KeySpec(
                 "consumer_byte_rate",
@@ -145,6 +153,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="byte-rate",
                 usage_metric="fetch-byte-rate",
                 throttle_metric="fetch-throttle-time",
+                callback_type="FETCH",
             ),
             KeySpec(
                 "request_percentage",
@@ -157,6 +166,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 metric="request-time",
                 usage_metric="request-time",
                 throttle_metric="request-throttle-time",
+                callback_type="REQUEST",
             ),
             KeySpec(
                 "controller_mutation_rate",
@@ -170,6 +180,7 @@ QUOTA_KEYS: Mapping[str, KeySpec] = MappingProxyType(
                 usage_metric="controller-mutation-rate",
                 throttle_metric="controller-mutation-throttle-time",
                 enforced_on="controller",
+                callback_type="CONTROLLER_MUTATION",
             ),
             KeySpec(
                 "connection_creation_rate",

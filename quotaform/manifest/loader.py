@@ -20,8 +20,9 @@ from types import MappingProxyType
 from typing import Any
 
 from quotaform.errors import ManifestError, ManifestProblem
-from quotaform.kafka.entity import Entity, shape_from_name, shape_name
+from quotaform.kafka.entity import USER, Entity, shape_from_name, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
+from quotaform.kafka.names import user_name_problems
 from quotaform.kafka.resolution import Principal, QuotaIndex, ShadowKind, shadows
 from quotaform.kafka.units import render_raw
 from quotaform.manifest.documents import DeclaredEntry, Document, read_set, written_ip
@@ -82,13 +83,16 @@ def _check_names(
     warnings: list[ManifestProblem],
     ip_as_written: str | None,
 ) -> str:
-    """Warnings about names that are valid but probably not meant; returns a
+    """Warnings about names that are valid but probably not meant (user
+    names: :func:`~quotaform.kafka.names.user_name_problems`); returns a
     note on a respelled IP (empty when none) for later messages. ``loc`` is the
     entity's location in the document (``spec, quotas, 3, entity``);
     ``ip_as_written`` the ip as written (:func:`~quotaform.manifest.documents.written_ip`)."""
     note = ""
     for etype, name in entity.parts:
         at = (*loc, etype)
+        if etype == USER and name is not None:
+            warnings += [doc.problem(message, *at) for message in user_name_problems(name)]
         if name == "<default>":
             warnings.append(
                 doc.problem(
@@ -372,12 +376,16 @@ def _protected_entities(
     return protected
 
 
-def _probes(docs: Sequence[Document]) -> list[Probe]:
+def _probes(docs: Sequence[Document], warnings: list[ManifestProblem]) -> list[Probe]:
     """``spec.probes`` of every document, in order, each principal once (the
-    first declaration is its source)."""
+    first declaration is its source); a user name that is probably not meant
+    is a warning, as in an entity."""
     seen: dict[Principal, Probe] = {}
     for doc in docs:
         for index, spec in doc.probes:
+            if spec.user is not None:
+                at = ("spec", "probes", index, USER)
+                warnings += [doc.problem(m, *at) for m in user_name_problems(spec.user)]
             principal = spec.to_principal()
             seen.setdefault(principal, Probe(principal, doc.source("spec", "probes", index)))
     return list(seen.values())
@@ -525,7 +533,7 @@ def _load(paths: Sequence[str | Path], cluster: str | None) -> DesiredState:
     judged = scope if scope_known else None
     shared, own = _declared_entities(docs, judged, problems, warnings)
     protected = _protected_entities(docs, (own, shared), judged, problems, warnings)
-    probes = _probes(docs)
+    probes = _probes(docs, warnings)
     if problems:
         raise ManifestError(problems)
     merged = {e: _merge(shared.get(e), own.get(e)) for e in {**shared, **own}}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.kafka.units import same_value
+from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.storage_types import StorageScaling
 
 __all__ = [
@@ -165,13 +166,19 @@ class Plan:
         unmanaged_by_shape: the same per shape name (``user+client-id``),
             zeros included; empty when only the total is known.
         rpc_counts: RPCs made to read the live state, by API name.
-        warnings: the manifests' warnings (``path:line: field: message``).
+        warnings: the manifests' warnings (``path:line: field: message``),
+            then those ``plan`` adds once connected
+            (:mod:`quotaform.plan.principals`: SCRAM users, super users).
         outside: ``{entity: quotas}`` of the live entities outside the scope
             (left alone; they take part in resolution, so explaining a plan
             needs them); empty when they were not read.
         storage: what the storage policy did to the declared values
             (:class:`~quotaform.plan.storage_types.StorageScaling`), ``None``
             without a policy.
+        enforcement: how the cluster's brokers enforce quotas (how many, and
+            any custom quota callback), read beside the live state; ``None``
+            when not read. Informs the review (probes, fallbacks are default
+            resolution); never steers apply.
     """
 
     cluster: str
@@ -183,6 +190,7 @@ class Plan:
     warnings: tuple[str, ...] = ()
     outside: Mapping[Entity, Quotas] = field(default_factory=dict)
     storage: StorageScaling | None = None
+    enforcement: QuotaEnforcement | None = None
 
     @property
     def summary(self) -> PlanSummary:

@@ -1,5 +1,6 @@
 """What an apply did, as plain data: the overall :class:`ApplyStatus`, each
-entity's :class:`EntityOutcome`, the :class:`ApplyResult` the executor
+entity's :class:`EntityOutcome`, what the read-back found on each broker
+(:class:`BrokerReadBack`), the :class:`ApplyResult` the executor
 (:func:`quotaform.cluster.apply.apply_plan`) returns and the renderers and
 formats read, without importing the executor.
 """
@@ -10,6 +11,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from quotaform.kafka.brokers import BrokerNode
+from quotaform.kafka.entity import Entity
 from quotaform.kafka.units import same_quotas
 from quotaform.plan.model import EntityChange
 
@@ -17,6 +20,8 @@ __all__ = [
     "APPLY_FORMAT_VERSION",
     "ApplyResult",
     "ApplyStatus",
+    "BrokerReadBack",
+    "BrokerState",
     "EntityOutcome",
     "EntityResult",
 ]
@@ -41,7 +46,8 @@ class ApplyStatus(enum.Enum):
     were (exit 3)."""
     NOT_CONVERGED = "not-converged"
     """Every entity was applied, but the read-back still differed after the
-    timeout, or could not be read (exit 4)."""
+    timeout (on the connection, or on some broker), or could not be read
+    (exit 4)."""
     REFUSED = "refused"
     """The guard rails refused the plan before anything was sent (exit 1;
     decided by the caller, never by :func:`apply_plan`)."""
@@ -89,6 +95,46 @@ class EntityResult:
         return self.live_after is not None and same_quotas(self.live_after, self.change.after)
 
 
+class BrokerState(enum.Enum):
+    """What the read-back found on one broker of a cluster of several."""
+
+    MATCHED = "matched"
+    """The broker shows every applied entity as planned."""
+    LAGGING = "lagging"
+    """The broker answered, but still showed some applied entities otherwise
+    at the deadline (its copy of the metadata log lags)."""
+    UNREACHABLE = "unreachable"
+    """The broker did not answer its last describe within the read-back
+    timeout (down, hung, not in the client's metadata, or too slow)."""
+    FENCED = "fenced"
+    """DescribeCluster lists the broker as fenced: it serves no clients and
+    cannot be reached, so it was not read."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerReadBack:
+    """The read-back on one broker: the same strict describes sent to it by
+    node id until it showed the plan or the read-back timeout passed.
+
+    Attributes:
+        broker: the broker as DescribeCluster listed it.
+        state: matched / lagging / unreachable / fenced.
+        differing: the applied entities it did not show as planned at the
+            deadline (LAGGING), sorted.
+        error: why its last describe failed (UNREACHABLE), else ``None``.
+    """
+
+    broker: BrokerNode
+    state: BrokerState
+    differing: tuple[Entity, ...] = ()
+    error: str | None = None
+
+    @property
+    def matched(self) -> bool:
+        """The broker shows the plan."""
+        return self.state is BrokerState.MATCHED
+
+
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
     """The outcome of :func:`apply_plan`.
@@ -101,6 +147,9 @@ class ApplyResult:
         readback_error: why the read-back could not be made (the cluster
             stopped answering), ``None`` when it was made.
         error: why nothing was applied (``NOTHING_APPLIED``), else ``None``.
+        brokers: on a cluster of several brokers, the read-back on each, by
+            node id (empty for one broker: the read-back through the
+            connection is that broker's).
     """
 
     status: ApplyStatus
@@ -109,10 +158,17 @@ class ApplyResult:
     readback_seconds: float = 0.0
     readback_error: str | None = None
     error: str | None = None
+    brokers: tuple[BrokerReadBack, ...] = ()
 
     def by_outcome(self, outcome: EntityOutcome) -> tuple[EntityResult, ...]:
         """The reports with ``outcome``."""
         return tuple(r for r in self.entities if r.outcome is outcome)
+
+    @property
+    def unconfirmed_brokers(self) -> tuple[BrokerReadBack, ...]:
+        """The brokers the read-back could not confirm (lagging, unreachable
+        or fenced)."""
+        return tuple(b for b in self.brokers if not b.matched)
 
     @property
     def uncertain(self) -> bool:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from quotaform.plan.outcome import ApplyResult, ApplyStatus, EntityOutcome
+from quotaform.plan.outcome import (
+    ApplyResult,
+    ApplyStatus,
+    BrokerReadBack,
+    BrokerState,
+    EntityOutcome,
+)
 
 __all__ = ["render_apply_text"]
 
@@ -18,8 +24,9 @@ def render_apply_text(result: ApplyResult) -> Text:
     """The result as rich ``Text``: a validate_only rejection lists every
     rejected entity; a lost connection before any real alter says nothing was
     applied; otherwise failed, unknown, not-applied and unconverged entities
-    one per line, then one summary line with the counts and the read-back,
-    and what to do when the outcome is not fully known."""
+    one per line, then every broker the read-back could not confirm (a
+    cluster of several brokers), then one summary line with the counts and
+    the read-back, and what to do when the outcome is not fully known."""
     out = Text()
     if result.status is ApplyStatus.REJECTED:
         rejected = [r for r in result.entities if r.message]
@@ -57,13 +64,24 @@ def render_apply_text(result: ApplyResult) -> Text:
                 f"instead of {dict(r.change.after)}\n",
                 style="yellow",
             )
+    unconfirmed = result.unconfirmed_brokers
+    for b in unconfirmed:
+        out.append(
+            f"  {b.state.value:<12} {b.broker.label()}: {_broker_detail(b)}\n", style="yellow"
+        )
     rpcs = ", ".join(f"{n} {api}" for api, n in result.rpc_counts.items())
+    on = ""
+    if result.brokers:
+        on = f" on all {len(result.brokers)} brokers"
+        if unconfirmed:
+            names = ", ".join(f"{b.broker.label()} {b.state.value}" for b in unconfirmed)
+            on = f" on {len(unconfirmed)} of {len(result.brokers)} brokers ({names})"
     if result.readback_error is not None:
         readback = f"read-back FAILED ({result.readback_error})"
     else:
-        matched = all(r.converged for r in result.entities)
+        matched = all(r.converged for r in result.entities) and not unconfirmed
         readback = (
-            f"read-back {'matched' if matched else 'did NOT match'} "
+            f"read-back {'matched' if matched else 'did NOT match'}{on} "
             f"after {result.readback_seconds:.1f}s"
         )
     line = (
@@ -77,3 +95,18 @@ def render_apply_text(result: ApplyResult) -> Text:
     if result.uncertain or counts[EntityOutcome.NOT_APPLIED]:
         out.append(_AFTER_A_LOSS + "\n", style="bold")
     return out
+
+
+_SHOWN = 5
+
+
+def _broker_detail(found: BrokerReadBack) -> str:
+    """Why a broker is not confirmed, in a few words."""
+    if found.state is BrokerState.FENCED:
+        return "fenced: it serves no clients and could not be read"
+    if found.state is BrokerState.UNREACHABLE:
+        return f"no answer ({found.error})"
+    shown = ", ".join(e.label() for e in found.differing[:_SHOWN])
+    more = f" and {len(found.differing) - _SHOWN} more" if len(found.differing) > _SHOWN else ""
+    n = len(found.differing)
+    return f"{n} applied entit{'y' if n == 1 else 'ies'} not shown as planned: {shown}{more}"

@@ -13,15 +13,20 @@ from rich.text import Text
 
 from quotaform.kafka.resolution import Match, Resolution
 from quotaform.kafka.units import format_quota_value
+from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.explain import ChangedKey, Explanation, KeyExplanation, ProbeImpact
 from quotaform.render.md import md_code, md_text
 from quotaform.words import (
     NO_SENSOR,
     change_text,
     effective_text,
+    enforcement_mark,
+    enforcement_warning,
     group_text,
     level_text,
+    per_broker_sentence,
     principal_text,
+    probe_enforcement_line,
     tags_text,
     unnamed_text,
     value_text,
@@ -106,10 +111,25 @@ def _overridden_lines(key: str, explained: KeyExplanation) -> list[str]:
     ]
 
 
-def _key_lines(explanation: Explanation, key: str, explained: KeyExplanation) -> list[str]:
+def _mark(enforcement: QuotaEnforcement | None, key: str) -> str:
+    """``[not enforced] `` before a value the brokers do not (or may not) enforce."""
+    if enforcement is None:
+        return ""
+    mark = enforcement_mark(enforcement.enforced_for([key]))
+    return f"{mark} " if mark else ""
+
+
+def _key_lines(
+    explanation: Explanation,
+    key: str,
+    explained: KeyExplanation,
+    enforcement: QuotaEnforcement | None = None,
+) -> list[str]:
     unknown = [t for t, n in explanation.principal.as_dict().items() if n is None and t != "ip"]
-    lines = [f"  {key:<{_KEY_WIDTH}}{effective_text(explained.resolution)}"]
-    lines.append(f"  {'':<{_KEY_WIDTH}}{_group_line(explained.resolution)}")
+    effective = effective_text(explained.resolution)
+    mark = _mark(enforcement, key)  # a callback picks the quota group too
+    lines = [f"  {key:<{_KEY_WIDTH}}{mark}{effective}"]
+    lines.append(f"  {'':<{_KEY_WIDTH}}{mark}{_group_line(explained.resolution)}")
     lines += _overridden_lines(key, explained)
     note = _unknown(explained, unknown)
     if note is not None:
@@ -125,11 +145,30 @@ def _hints(explanation: Explanation) -> list[str]:
     ]
 
 
-def _unlimited_sentence(explanation: Explanation) -> str:
-    return (
-        f"No entry applies to {principal_text(explanation.principal)}: every quota key "
-        "is unlimited (nothing throttles it)."
-    )
+def _unlimited_sentence(
+    explanation: Explanation, enforcement: QuotaEnforcement | None = None
+) -> str:
+    who = principal_text(explanation.principal)
+    if enforcement is not None and enforcement.enforced_for(explanation.keys) is not True:
+        return (
+            f"No entry applies to {who}: under Kafka's default resolution every quota key "
+            "would be unlimited, but that is not what the brokers are known to enforce (see "
+            "above)."
+        )
+    return f"No entry applies to {who}: every quota key is unlimited (nothing throttles it)."
+
+
+def _enforcement_lines(explanation: Explanation, enforcement: QuotaEnforcement | None) -> list[str]:
+    """How the brokers enforce the answer: per broker, and the warning that a
+    quota callback (or an unreadable broker) makes the resolution shown not
+    (or not surely) what they enforce. Nothing when not known (offline)."""
+    if enforcement is None:
+        return []
+    lines = [per_broker_sentence(enforcement.count)]
+    warning = enforcement_warning(enforcement, explanation.keys)
+    if warning is not None:
+        lines.append(f"Warning: {warning}")
+    return lines
 
 
 def render_explain_text(
@@ -139,24 +178,33 @@ def render_explain_text(
     before: Explanation | None = None,
     changed: Sequence[ChangedKey] = (),
     width: int = WIDTH,
+    enforcement: QuotaEnforcement | None = None,
 ) -> Text:
     """One principal, every key: value and source (level), quota group, the
     entries it overrides, what an unknown name changes. With ``before`` (a
-    saved plan): each key before -> after and what moved. Lines longer than
-    ``width`` wrap with their indent kept."""
+    saved plan): each key before -> after and what moved. With
+    ``enforcement`` (the live cluster, or a plan that recorded it): the
+    number of brokers each limit applies on, and values a quota callback
+    decides instead marked ``[not enforced]`` under a warning naming it.
+    Lines longer than ``width`` wrap with their indent kept."""
     out = Text()
     head = f"quotaform explain: {principal_text(explanation.principal)}"
     first, *rest = _wrap([f"{head}  ({where})"], width, indent=0)
     out.append(head, style="bold")
     out.append(first[len(head) :] + "".join(f"\n{line}" for line in rest) + "\n\n")
+    said = _enforcement_lines(explanation, enforcement)
+    if said:
+        out.append("\n".join(_wrap(said, width, indent=0)) + "\n\n")
     hints = _hints(explanation)
     if hints:
         out.append("\n".join(_wrap(hints, width, indent=4)) + "\n\n")
     if before is None:
         if explanation.unlimited:
-            out.append("\n".join(_wrap([_unlimited_sentence(explanation)], width, 0)) + "\n\n")
+            unlimited = _unlimited_sentence(explanation, enforcement)
+            out.append("\n".join(_wrap([unlimited], width, 0)) + "\n\n")
         for key, explained in explanation.keys.items():
-            out.append("\n".join(_wrap(_key_lines(explanation, key, explained), width)) + "\n")
+            lines = _key_lines(explanation, key, explained, enforcement)
+            out.append("\n".join(_wrap(lines, width)) + "\n")
         return out
     moved = [c for c in changed if c.changed]
     out.append(
@@ -165,19 +213,19 @@ def render_explain_text(
         else "The plan changes nothing for this client.\n\n"
     )
     for change in changed:
-        lines = _change_lines(change) + _overridden_lines(change.key, change.after)
+        lines = _change_lines(change, enforcement) + _overridden_lines(change.key, change.after)
         out.append("\n".join(_wrap(lines, width)) + "\n")
     return out
 
 
-def _change_lines(change: ChangedKey) -> list[str]:
+def _change_lines(change: ChangedKey, enforcement: QuotaEnforcement | None = None) -> list[str]:
     was, now = change.before.resolution, change.after.resolution
     mark = "~" if change.changed else " "
     if change.value_changed or change.source_changed:
         head = change_text(was, now)
     else:
         head = f"{effective_text(now)} (unchanged)"
-    lines = [f"{mark} {change.key:<{_KEY_WIDTH}}{head}"]
+    lines = [f"{mark} {change.key:<{_KEY_WIDTH}}{_mark(enforcement, change.key)}{head}"]
     lines.append(f"  {'':<{_KEY_WIDTH}}{_group_change(change)}")
     return lines
 
@@ -217,6 +265,7 @@ def render_explain_markdown(
     where: str,
     before: Explanation | None = None,
     changed: Sequence[ChangedKey] = (),
+    enforcement: QuotaEnforcement | None = None,
 ) -> str:
     """:func:`render_explain_text` as a GitHub table."""
     lines = [
@@ -225,18 +274,21 @@ def render_explain_markdown(
         md_text(where),
         "",
     ]
+    for said in _enforcement_lines(explanation, enforcement):
+        lines += [f"> {md_text(said)}", ""]
     for hint in _hints(explanation):
         lines += [f"> {md_text(hint)}", ""]
     if before is None:
         if explanation.unlimited:
-            lines += [f"**{md_text(_unlimited_sentence(explanation))}**", ""]
+            lines += [f"**{md_text(_unlimited_sentence(explanation, enforcement))}**", ""]
         lines += ["| Quota key | Effective | Quota group |", "|---|---|---|"]
         for key, explained in explanation.keys.items():
             res = explained.resolution
             extra = _overridden_cell(key, explained)
+            mark = _mark(enforcement, key)
             lines.append(
-                f"| {md_code(key)} | {md_text(effective_text(res))}{extra} | "
-                f"{md_text(_group_line(res))} |"
+                f"| {md_code(key)} | {md_text(mark + effective_text(res))}{extra} | "
+                f"{md_text(mark + _group_line(res))} |"
             )
         return "\n".join(lines) + "\n"
     lines += ["| | Quota key | Before | After | Quota group |", "|---|---|---|---|---|"]
@@ -248,6 +300,7 @@ def render_explain_markdown(
         else:
             after = effective_text(now)
         extra = _overridden_cell(change.key, change.after)
+        after = _mark(enforcement, change.key) + after
         lines.append(
             f"| {'~' if change.changed else ''} | {md_code(change.key)} | "
             f"{md_text(effective_text(was))} | {md_text(after)}{extra} | {md_text(group)} |"
@@ -265,28 +318,53 @@ def _probe_summary(impacts: Sequence[ProbeImpact], heading: str) -> str:
     return f"{heading}: {hit} of {len(impacts)} declared probe(s) affected."
 
 
-def probe_text(impacts: Sequence[ProbeImpact], heading: str = "Probes") -> list[str]:
+def _probe_mark(impact: ProbeImpact, enforcement: QuotaEnforcement | None) -> str:
+    if enforcement is None:
+        return ""
+    mark = enforcement_mark(enforcement.enforced_for_principal(impact.probe.principal))
+    return f"  {mark}" if mark else ""
+
+
+def probe_text(
+    impacts: Sequence[ProbeImpact],
+    heading: str = "Probes",
+    enforcement: QuotaEnforcement | None = None,
+) -> list[str]:
     """The probe view of a plan or drift report as text lines (nothing when
     no probe is declared): per affected probe and changed key, before ->
-    after with the source of each and whether the quota group moves."""
+    after with the source of each and whether the quota group moves. With
+    ``enforcement`` (read from the cluster): how many brokers each limit
+    applies on, and probes whose quotas a custom quota callback decides
+    marked ``[not enforced]``, the callback named."""
     if not impacts:
         return []
     lines = [_probe_summary(impacts, heading)]
+    if enforcement is not None:
+        lines.append(f"  {probe_enforcement_line(enforcement)}")
     for impact in impacts:
         if not impact.affected:
             continue
         source = impact.probe.source
-        lines.append(f"  {principal_text(impact.probe.principal)}  ({source.path}:{source.line})")
+        lines.append(
+            f"  {principal_text(impact.probe.principal)}  ({source.path}:{source.line})"
+            + _probe_mark(impact, enforcement)
+        )
         for change in impact.keys:
             lines += [f"    {line}" for line in _change_lines(change)]
     return lines
 
 
-def probe_markdown(impacts: Sequence[ProbeImpact], heading: str = "Probes") -> list[str]:
+def probe_markdown(
+    impacts: Sequence[ProbeImpact],
+    heading: str = "Probes",
+    enforcement: QuotaEnforcement | None = None,
+) -> list[str]:
     """:func:`probe_text` as markdown lines: a summary and a table."""
     if not impacts:
         return []
     lines = [f"**{md_text(_probe_summary(impacts, heading))}**"]
+    if enforcement is not None:
+        lines += ["", md_text(probe_enforcement_line(enforcement))]
     affected = [i for i in impacts if i.affected]
     if not affected:
         return lines
@@ -299,8 +377,9 @@ def probe_markdown(impacts: Sequence[ProbeImpact], heading: str = "Probes") -> l
         for change in impact.keys:
             was, now = change.before.resolution, change.after.resolution
             group = _group_cell(change) if change.group_changed else "unchanged"
+            probe = principal_text(impact.probe.principal) + _probe_mark(impact, enforcement)
             lines.append(
-                f"| {md_text(principal_text(impact.probe.principal))} | {md_code(change.key)} | "
+                f"| {md_text(probe)} | {md_code(change.key)} | "
                 f"{md_text(effective_text(was))} | {md_text(effective_text(now))} | "
                 f"{md_text(group)} |"
             )

@@ -6,13 +6,14 @@ from __future__ import annotations
 from rich.text import Span, Text
 
 from quotaform.kafka.entity import escape_unprintable, quote_name
+from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.review import PlanReview
 from quotaform.render.explain import probe_markdown, probe_text
 from quotaform.render.md import md_code, md_text
 from quotaform.render.storage import scaling_lines, scaling_markdown
-from quotaform.words import fallback_text, missing_permissions, violation_line
+from quotaform.words import enforcement_warning, fallback_text, missing_permissions, violation_line
 
 __all__ = ["refusal_line", "render_markdown", "render_text", "summary_line"]
 
@@ -62,6 +63,17 @@ def _footer(plan: Plan) -> str:
         f"entit{'y' if plan.unmanaged == 1 else 'ies'} outside the scope left alone; "
         f"live state read with {rpcs}."
     )
+
+
+def _warnings(plan: Plan) -> list[str]:
+    """The manifests' warnings, then why the resolution the plan shows
+    (fallbacks, probes) may not be what the brokers enforce."""
+    warnings = list(plan.warnings)
+    if plan.enforcement is not None:
+        said = enforcement_warning(plan.enforcement, QUOTA_KEYS)
+        if said is not None:
+            warnings.append(said)
+    return warnings
 
 
 def _key_lines(change: EntityChange, review: PlanReview | None) -> list[tuple[KeyAction, str]]:
@@ -126,9 +138,10 @@ def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
         for action, body in _key_lines(change, review):
             out.append(f"      {_KEY_SYMBOL[action]} {body}\n", style=_KEY_STYLE[action])
         out.append("\n")
-    for warning in plan.warnings:
+    warnings = _warnings(plan)
+    for warning in warnings:
         out.append(f"Warning: {escape_unprintable(warning)}\n", style="bold yellow")
-    if plan.warnings:
+    if warnings:
         out.append("\n")
     if review is not None and review.violations:
         out.append(refusal_line(review) + "\n", style="bold red")
@@ -136,7 +149,7 @@ def render_text(plan: Plan, review: PlanReview | None = None) -> Text:
             out.append(f"  ! {violation_line(violation)}\n", style="red")
         out.append("\n")
     if review is not None and review.probes:
-        for line in probe_text(review.probes):
+        for line in probe_text(review.probes, enforcement=plan.enforcement):
             out.append(escape_unprintable(line) + "\n", style="cyan")
         out.append("\n")
     if plan.storage is not None:
@@ -164,7 +177,7 @@ def render_markdown(plan: Plan, review: PlanReview | None = None) -> str:
     if plan.cluster_id:
         lines += [f"Cluster id {md_code(plan.cluster_id)}", ""]
     lines += [f"**{summary_line(plan)}**", ""]
-    for warning in plan.warnings:
+    for warning in _warnings(plan):
         lines += [f"> **Warning:** {md_text(warning)}", ""]
     if review is not None and review.violations:
         lines += [f"> **{md_text(refusal_line(review))}**", ">"]
@@ -208,7 +221,7 @@ def render_markdown(plan: Plan, review: PlanReview | None = None) -> str:
             lines += table
         lines.append("")
     if review is not None and review.probes:
-        lines += [*probe_markdown(review.probes), ""]
+        lines += [*probe_markdown(review.probes, enforcement=plan.enforcement), ""]
     if plan.storage is not None:
         lines += scaling_markdown(plan.storage)
     lines += [f"<sub>{md_text(_footer(plan))}</sub>", ""]

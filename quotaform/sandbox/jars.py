@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -450,6 +451,7 @@ def kafka_java_command(
     args: Sequence[str],
     *,
     jvm_options: Sequence[str] = (),
+    classpath: Sequence[Path] = (),
 ) -> list[str]:
     """Return the argv running ``main_class`` from ``libs`` with our log4j2 config.
 
@@ -459,11 +461,12 @@ def kafka_java_command(
         main_class: e.g. ``"kafka.Kafka"``, ``"kafka.admin.ConfigCommand"``.
         args: program arguments after the class name.
         jvm_options: extra JVM flags placed before the class name.
+        classpath: jars or class directories after ``libs`` (plug-ins).
     """
     return [
         java,
         "-cp",
-        str(libs / "*"),
+        os.pathsep.join([str(libs / "*"), *map(str, classpath)]),
         f"-Dlog4j2.configurationFile={log4j2_config_path()}",
         *jvm_options,
         main_class,
@@ -510,7 +513,8 @@ def run_kafka_tool(
         return _run_tool(java, libs, main_class, args, timeout_s, None)
 
     archive.parent.mkdir(parents=True, exist_ok=True)
-    recording = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
+    # Several tools may start at once (a sandbox formats its nodes side by side).
+    recording = archive.with_name(f".{archive.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     proc: subprocess.CompletedProcess[str] | None = None
     try:
         proc = _run_tool(

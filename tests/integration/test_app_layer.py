@@ -1,33 +1,30 @@
-"""The application layer is a front end of its own: the README's library
-example (``quotaform.app`` driven without the CLI) runs exactly as shown
+"""The application layer is a front end of its own: the library example of
+docs/architecture.md (``quotaform.app`` driven without the CLI) runs exactly as shown
 against the sandbox broker, and gives the verdict ``quotaform drift`` gives."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.docblocks import fenced_block
+
 pytestmark = pytest.mark.broker
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _readme_example() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    development = readme[readme.index("## Development") :]
-    match = re.search(r"```python\n(.*?)```", development, re.S)
-    assert match is not None, "README 'Development' shows no Python example"
-    return match.group(1)
+def _documented_example() -> str:
+    return fenced_block("docs/architecture.md", after="## A second front end", language="python")
 
 
-def test_the_readme_example_drives_the_app_layer_like_the_cli(bootstrap: str) -> None:
-    code = _readme_example()
+def test_the_documented_example_drives_the_app_layer_like_the_cli(bootstrap: str) -> None:
+    code = _documented_example()
     assert "from quotaform.app.drift import DriftRequest, run_drift" in code
     env = {**os.environ, "QUOTAFORM_BOOTSTRAP_SERVER": bootstrap}
     library = subprocess.run(

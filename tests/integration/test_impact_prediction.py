@@ -266,7 +266,7 @@ def test_impact_predicts_steady_throughput_and_throttle(
             # counts throttled responses only): a producer over its quota had
             # about every other request throttled with two requests' excess
             # (measured 1.8x S/T), a consumer spends part of each S/T itself
-            # fetching and parsing (0.7-0.8x S/T measured). README "Impact model".
+            # fetching and parsing (0.7-0.8x S/T measured). docs/analytics.md "The impact model".
             met = abs(throttle_error) <= THROTTLE_TOLERANCE
             lines.append(f"{'':20} throttle target (30 %): {'met' if met else 'MISSED'}")
             low, high = 0.5 * row["predicted_throttle_ms"], 2.6 * row["predicted_throttle_ms"]

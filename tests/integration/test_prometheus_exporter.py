@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -64,6 +63,7 @@ from quotaform.sandbox.prometheus import (
     stop_prometheus,
 )
 from tests.conftest import sandbox_broker
+from tests.docblocks import fenced_block, one_line
 from tests.httpfaults import FlakyProxy
 
 pytestmark = pytest.mark.broker
@@ -280,12 +280,8 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _readme_command() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("**From a live Prometheus.**")
-    block = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
-    assert block is not None
-    return " ".join(block.group(1).replace("\\\n", " ").split())
+def _documented_command() -> str:
+    return one_line(fenced_block("docs/analytics.md", after="## From a live Prometheus"))
 
 
 def _rows(out: Path, command: str = "utilisation") -> list[dict[str, Any]]:
@@ -296,11 +292,11 @@ def _iso(unix_s: float) -> str:
     return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def test_analyze_reads_the_live_prometheus_as_the_readme_shows(live: Live, tmp_path: Path) -> None:
-    """The README's ``--prometheus`` command, run exactly as shown: both rule
+def test_analyze_reads_the_live_prometheus_as_the_docs_show(live: Live, tmp_path: Path) -> None:
+    """The ``--prometheus`` command of docs/analytics.md, run exactly as shown: both rule
     sets (agent + Strimzi snippet, httpserver + KRaft snippet) give the same
     groups and levels; the cluster is assumed and said; answers saved."""
-    command = _readme_command()
+    command = _documented_command()
     assert "--prometheus" in command
     shutil.copytree(ROOT / "examples" / "prometheus", tmp_path / "examples" / "prometheus")
     done = subprocess.run(

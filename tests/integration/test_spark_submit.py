@@ -1,15 +1,14 @@
 """``spark-submit`` of quotaform's job to a real Spark standalone cluster
 (master and worker started from the pip ``pyspark`` package by the
 ``spark_cluster`` fixture), with ``file://`` URIs for the usage and the
-outputs (issue 20, items 1, 2 and 4): the README's command run exactly as
-shown; its rows equal the local engine's; a bad input is the CLI's exit code
+outputs (issue 20, items 1, 2 and 4): the command of docs/analytics.md run
+exactly as shown; its rows equal the local engine's; a bad input is the CLI's exit code
 and one ``Error:`` line, never a traceback or a silent exit 0."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -19,15 +18,17 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from tests.docblocks import doc_text, fenced_blocks, one_line
+
 ROOT = Path(__file__).resolve().parents[2]
 KEY = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
 
 
-def _readme_submit_command() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "spark-submit" in b]
-    assert len(blocks) == 1, "one spark-submit block in the README"
-    return " ".join(blocks[0].replace("\\\n", " ").split())
+def _documented_submit_command() -> str:
+    page = doc_text("docs/analytics.md")
+    blocks = [b for b in fenced_blocks(page) if "spark-submit" in b]
+    assert len(blocks) == 1, "one spark-submit block in docs/analytics.md"
+    return one_line(blocks[0])
 
 
 def _environment(master_url: str) -> dict[str, str]:
@@ -47,16 +48,16 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding a copy of ``tests/fixtures/analytics`` (the README's paths)."""
+    """A directory holding a copy of ``tests/fixtures/analytics`` (the documented paths)."""
     where = tmp_path_factory.mktemp("submit")
     shutil.copytree(ROOT / "tests/fixtures/analytics", where / "tests/fixtures/analytics")
     return where
 
 
-def test_the_readme_spark_submit_command_runs_on_the_cluster(
+def test_the_documented_spark_submit_command_runs_on_the_cluster(
     spark_cluster: Any, scratch: Path
 ) -> None:
-    command = _readme_submit_command()
+    command = _documented_submit_command()
     assert command.startswith('spark-submit --master "$SPARK_MASTER_URL"'), command
     done = subprocess.run(
         ["bash", "-c", command], cwd=scratch, env=_environment(spark_cluster.master_url),

@@ -1,5 +1,5 @@
-"""The tampering series of scripts/tamper_plans.py, run in CI exactly as the
-README shows it (it starts and stops its own sandbox broker): every forged
+"""The tampering series of scripts/tamper_plans.py, run in CI exactly as
+docs/plan-and-apply.md shows it (it starts and stops its own sandbox broker): every forged
 plan file is refused (non-zero exit, ``Error:`` lines, no traceback, no hang)
 and Kafka's ConfigCommand shows the broker unchanged afterwards; the genuine
 plan still applies."""
@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.docblocks import doc_text
+
 pytestmark = pytest.mark.broker
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The README's command, as shown there.
+#: The command of docs/plan-and-apply.md, as shown there.
 COMMAND = ".venv/bin/python scripts/tamper_plans.py --out tamper.json"
 
 
 def test_every_tampered_plan_is_refused_and_the_broker_is_unchanged() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert COMMAND in readme
+    assert COMMAND in doc_text("docs/plan-and-apply.md")
     out = ROOT / "tamper.json"
     out.unlink(missing_ok=True)
     try:

@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from quotaform.analytics.remote import redact_remote, scrub, spark_target
 from quotaform.cli.app import app
 from quotaform.errors import EXIT_ERROR, AnalyticsError
+from tests.docblocks import fenced_block, shell_commands
 
 pytestmark = pytest.mark.spark
 
@@ -302,13 +303,8 @@ def _closed_port() -> int:
 # ------------------------------------------------------------ the thin client
 
 
-def _readme_connect_block() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("**Spark Connect.**")
-    block = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
-    assert block is not None
-    text = block.group(1).replace("\\\n", " ")
-    return [" ".join(line.split("#")[0].split()) for line in text.splitlines() if line.strip()]
+def _documented_connect_block() -> list[str]:
+    return shell_commands(fenced_block("docs/analytics.md", after="## Spark Connect"))
 
 
 def _thin_venv() -> Path:
@@ -328,10 +324,10 @@ def _thin_venv() -> Path:
     return venv
 
 
-def test_the_readme_thin_client_runs_without_java(
+def test_the_documented_thin_client_runs_without_java(
     spark_connect: Any, local: dict[str, Path], tmp_path: Path
 ) -> None:
-    install, *analyses = _readme_connect_block()
+    install, *analyses = _documented_connect_block()
     assert install.startswith("pip install") and "[spark-connect]" in install, install
     venv = _thin_venv()
     bin_dir = venv / "bin"

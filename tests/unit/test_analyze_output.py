@@ -1,6 +1,6 @@
 """``quotaform analyze`` output an operator reads (issue 23): measured values
 in units next to the quotas, plots with units, UTC times and the cluster,
-histogram buckets as the README promises, one-line errors up front, and the
+histogram buckets as docs/analytics.md promises, one-line errors up front, and the
 CLI's flags and placeholders."""
 
 from __future__ import annotations

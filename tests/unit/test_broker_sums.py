@@ -29,6 +29,7 @@ from quotaform.cli.app import app
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.keys import enforcing_nodes
+from tests.docblocks import fenced_blocks, one_line, section
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "analytics"
@@ -195,10 +196,8 @@ def test_a_bucket_that_is_no_duration_is_refused(tmp_path: Path) -> None:
 
 
 def _documented() -> list[str]:
-    text = (ROOT / "docs/_incoming/broker-sums.md").read_text(encoding="utf-8")
-    blocks = [b.split("```", 1)[0] for b in text.split("```bash\n")[1:]]
-    joined = "\n".join(blocks).replace("\\\n", " ")
-    return [" ".join(line.split()) for line in joined.splitlines() if line.strip()]
+    text = section("docs/analytics.md", "## Usage across brokers")
+    return [one_line(block) for block in fenced_blocks(text)]
 
 
 def test_the_documented_commands_run_as_shown(

@@ -1,9 +1,10 @@
 """The pipeline examples in examples/ci/ call only the CLI that exists.
 
 Every ``quotaform ...`` command line in a workflow's ``run:`` steps (and in
-the README's shell blocks) is checked against the real typer app: the command
+the shell blocks of examples/ci/README.md, the README and every page of the
+documentation site) is checked against the real typer app: the command
 exists, every option is one of its options, every choice value is allowed.
-So renaming an option breaks this test, not somebody's pipeline.
+So renaming an option breaks this test, not somebody's pipeline or a reader.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ruamel.yaml import YAML
 
 from quotaform.cli.app import app
 from quotaform.manifest import load_manifests
+from tests.docblocks import ROOT, documents
 
 CI = Path(__file__).resolve().parents[2] / "examples" / "ci"
 WORKFLOWS = sorted((CI / "workflows").glob("*.yml"))
@@ -29,6 +31,8 @@ ROOT_COMMAND = typer.main.get_command(app)
 
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 _SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell)\n(.*?)```", re.DOTALL)
+#: Where readers are shown shell blocks: the pipelines' README, the README, the site.
+SHOWN = [CI / "README.md", *documents()]
 
 
 def run_scripts(workflow: Path) -> Iterator[tuple[str, str]]:
@@ -57,13 +61,14 @@ def command_lines(script: str) -> Iterator[str]:
 
 
 def invocations(line: str) -> Iterator[list[str]]:
-    """The arguments after each ``quotaform`` in command position, up to the
-    next shell operator (``|``, ``>``, ``&&``, ``;``, ``)`` ...)."""
+    """The arguments after each ``quotaform`` (or ``.venv/bin/quotaform``) in
+    command position, up to the next shell operator (``|``, ``>``, ``&&``,
+    ``;``, ``)`` ...)."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     tokens = list(lexer)
     for start, token in enumerate(tokens):
-        if token != "quotaform":
+        if token != "quotaform" and not token.endswith("/bin/quotaform"):
             continue
         if start > 0 and tokens[start - 1] not in ("|", "||", "&&", ";", "(", "$(", "then", "do"):
             continue
@@ -172,16 +177,36 @@ def test_secrets_only_reach_environment_variables(workflow: Path) -> None:
             assert re.match(r"^\s+[A-Z][A-Z0-9_]*: \$\{\{ secrets\.[A-Z0-9_]+ \}\}$", line), line
 
 
-def test_the_readme_commands_exist_too() -> None:
-    readme = (CI / "README.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("document", SHOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_commands_readers_are_shown_exist_too(document: Path) -> None:
+    text = document.read_text(encoding="utf-8")
     calls = [
         args
-        for block in _SHELL_BLOCK.findall(readme)
+        for block in _SHELL_BLOCK.findall(text)
         for line in command_lines(block)
         for args in invocations(line)
     ]
-    assert calls
-    assert [p for args in calls for p in check_invocation(args)] == []
+    problems = [p for args in calls for p in check_invocation(args)]
+    assert problems == [], document.name
+
+
+def test_the_readme_and_the_site_show_commands() -> None:
+    # Not vacuous: the documents above do show quotaform commands, and the
+    # checker sees the README's .venv/bin/quotaform ones too.
+    shown = {
+        path.name: len(
+            [
+                args
+                for block in _SHELL_BLOCK.findall(path.read_text(encoding="utf-8"))
+                for line in command_lines(block)
+                for args in invocations(line)
+            ]
+        )
+        for path in SHOWN
+    }
+    assert shown["README.md"] >= 9, shown
+    assert all(shown[name] > 0 for name in ("plan-and-apply.md", "explain.md", "analytics.md"))
+    assert sum(shown.values()) >= 40, shown
 
 
 def test_the_checker_catches_rot() -> None:
@@ -200,6 +225,8 @@ def test_the_checker_catches_rot() -> None:
         ["drift", "$M", "--command-config", "$T/c.properties", "-o", "json"]
     ]
     assert list(invocations("pip install quotaform")) == []
+    line = "export S=$(.venv/bin/quotaform sandbox up --name demo)  # already up"
+    assert list(invocations(line)) == [["sandbox", "up", "--name", "demo"]]
 
 
 def test_workflows_sit_beside_the_manifests_not_among_them() -> None:

@@ -34,6 +34,7 @@ from quotaform.plan.diff import compute_plan
 from quotaform.plan.review import review_plan
 from quotaform.plan.state import LiveState
 from quotaform.render.text import render_text
+from tests.docblocks import doc_text, table_rows
 
 from .builders import example_plan
 
@@ -368,35 +369,15 @@ def test_describe_text_is_kafka_configs_wording() -> None:
     ]
 
 
-# ----------------------------------------------------------------- the README's contract
+# ----------------------------------------------------------------- the documentation's contract
+# (The exit-code table is written from EXIT_CODE_MEANINGS when the site is
+# built: tests/unit/test_docs_site.py reads it back from the built page.)
 
 
-def _readme_table(heading: str) -> list[list[str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    lines = section.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| "))
-    rows = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break  # the first table of the section only
-        if line.startswith("| "):
-            rows.append(line)
-    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[1:]]
-
-
-def test_the_readme_exit_code_table_is_the_code() -> None:
-    from quotaform.errors import EXIT_CODE_MEANINGS
-
-    assert {int(code): meaning for code, meaning in _readme_table("Exit codes")} == dict(
-        EXIT_CODE_MEANINGS
-    )
-
-
-def test_the_readme_lists_every_json_document_and_its_schema() -> None:
+def test_the_docs_list_every_json_document_and_its_schema() -> None:
     from quotaform.formats.schemas import SCHEMAS
 
-    rows = _readme_table("JSON documents")
+    rows = table_rows("docs/json-documents.md", "# JSON documents")
     assert sorted(row[2].strip("`").removeprefix("schemas/") for row in rows) == sorted(SCHEMAS)
     for name in SCHEMAS:
         schema = json.loads((ROOT / "schemas" / name).read_text(encoding="utf-8"))
@@ -416,6 +397,7 @@ def test_set_up_installs_only_the_extras_each_script_needs() -> None:
     extras = project["optional-dependencies"]
     assert not any(d.startswith("pyspark") for d in project["dependencies"] + extras["dev"])
     assert any(d.startswith("pyspark") for d in extras["spark"])  # only the Spark engine's
+    assert "quotaform[docs]" in extras["dev"]  # the tests build the documentation site
     demo = (ROOT / "scripts" / "demo").read_text(encoding="utf-8")
     test = (ROOT / "scripts" / "test").read_text(encoding="utf-8")
     assert "\nbash scripts/bootstrap\n" in demo  # quotaform itself, no extras
@@ -426,10 +408,13 @@ def test_set_up_installs_only_the_extras_each_script_needs() -> None:
 
 
 def test_the_readme_says_how_to_run_quotaform_after_set_up() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = doc_text("README.md")
     first = readme.split("\n## ", 1)[0]
     assert "bash scripts/demo" in first and "bash scripts/test" in first
     assert ".venv/bin/quotaform" in first and "source .venv/bin/activate" in first
     assert "sandbox up --name demo" in first  # reaching the demo broker again
     assert "examples/ci/workflows/" in first
-    assert "### Pipelines and reviews\n\n`examples/ci/workflows/`" in readme
+    assert "(docs/pipelines.md)" in first
+    assert doc_text("docs/pipelines.md").startswith(
+        "# Pipelines and reviews\n\n`examples/ci/workflows/`"
+    )

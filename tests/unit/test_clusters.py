@@ -159,7 +159,7 @@ def test_every_problem_is_reported_with_its_line(tmp_path: Path) -> None:
         f"{path}:3: clusters.eu.bootstrapServer: unknown field: did you mean "
         "bootstrapServers? allowed: bootstrapServers, commandConfig, clusterId, "
         "securityProtocol, saslMechanism, saslUsername, saslUsernameEnv, saslPasswordEnv, "
-        "saslPasswordFile",
+        "saslPasswordFile, superUsers",
         f"{path}:6: clusters.us.securityProtocol: expected 'PLAINTEXT', 'SSL', "
         "'SASL_PLAINTEXT' or 'SASL_SSL'",
     ]

@@ -4,7 +4,7 @@ real JMX exporter 1.0.1 on a SCRAM sandbox broker under the scenario of
 ``quotaform.sandbox.livemetrics``; ``tests/fixtures/prometheus/recorded/``).
 The live path runs in ``tests/integration/test_prometheus_exporter.py``;
 this keeps every rule set's outcome checked without seven exporters in CI.
-The README's "Exporter rules" table says the same."""
+The "Exporter rules" table of docs/analytics.md says the same."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's worked analytics example, run exactly as shown (offline,
+"""The worked analytics example of docs/analytics.md, run exactly as shown (offline,
 in a scratch directory holding a copy of `tests/fixtures/analytics/`): the
 utilisation, the recommendation from a quota snapshot and `--write-into` a
 new file of a manifest set, which then still validates. The last two lines
@@ -8,25 +8,21 @@ new file of a manifest set, which then still validates. The last two lines
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.docblocks import fenced_block, shell_commands
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _worked_example() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("A worked example on the fixtures")
-    block = re.search(r"```bash\n(.*?)```", readme[start:], re.S)
-    assert block is not None
-    text = block.group(1).replace("\\\n", " ")
-    return [" ".join(line.split("#")[0].split()) for line in text.splitlines() if line.strip()]
+    return shell_commands(fenced_block("docs/analytics.md", after="## A worked example"))
 
 
-def test_the_readme_worked_example_runs_as_shown(tmp_path: Path) -> None:
+def test_the_documented_worked_example_runs_as_shown(tmp_path: Path) -> None:
     commands = _worked_example()
     offline = commands[: next(i for i, c in enumerate(commands) if c.startswith("quotaform plan"))]
     assert len(offline) == 4, offline

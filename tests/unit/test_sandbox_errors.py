@@ -263,3 +263,21 @@ def test_tools_record_a_class_data_archive_or_run_without(
     else:
         assert (first.stdout, second.stdout) == ("unshared\n", "unshared\n")
         assert len(cds) == 1 and cds[0].endswith(".unsupported")
+
+
+def test_extra_broker_properties_are_appended_and_line_breaks_refused(tmp_path: Path) -> None:
+    from quotaform.sandbox.broker import _add_properties
+    from quotaform.sandbox.jars import kafka_java_command
+
+    properties = tmp_path / "server.properties"
+    properties.write_text("node.id=1\n", encoding="utf-8")
+    _add_properties(properties, {"client.quota.callback.class": "a.B", "quota.window.num": "2"})
+    assert properties.read_text(encoding="utf-8") == (
+        "node.id=1\nclient.quota.callback.class=a.B\nquota.window.num=2\n"
+    )
+    for bad in ({"x": "1\nnode.id=2"}, {"a\rb": "1"}, {" ": "1"}):
+        with pytest.raises(SandboxError, match="line break"):
+            _add_properties(properties, bad)
+    assert properties.read_text(encoding="utf-8").count("\n") == 3  # nothing half-written
+    command = kafka_java_command("java", tmp_path, "kafka.Kafka", [], classpath=[Path("/cb")])
+    assert command[1:3] == ["-cp", f"{tmp_path}/*{os.pathsep}/cb"]

@@ -13,6 +13,7 @@ a read-only switch.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,7 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import kafka.errors as kerrors
 from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
-from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    DescribeClientQuotasRequest,
+    DescribeUserScramCredentialsRequest,
+)
 from kafka.protocol.metadata import ApiVersionsRequest
 from tenacity import (
     RetryCallState,
@@ -45,6 +50,7 @@ from quotaform.cluster.wire.types import (
     record_count,
 )
 from quotaform.errors import BrokerError, ReadOnlyError
+from quotaform.kafka.brokers import BrokerNode
 from quotaform.kafka.entity import Entity
 
 if TYPE_CHECKING:
@@ -68,6 +74,9 @@ MAX_RECORDS_PER_REQUEST = 10_000
 T = TypeVar("T")
 
 _Quotas = dict[Entity, dict[str, float]]
+
+#: ``rpc_counts`` is updated from several threads while each broker is read back.
+_COUNT_LOCK = threading.Lock()
 
 
 class RetryPolicy:
@@ -142,8 +151,21 @@ class ClientQuotaAdminMixin:
 
     # -- sending -------------------------------------------------------------
 
-    async def _send(self, request: Any, *, preflight: bool = False) -> Any:
+    async def _send(
+        self,
+        request: Any,
+        *,
+        preflight: bool = False,
+        node_id: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
         """Send ``request`` to one broker and return its response.
+
+        Args:
+            node_id: the broker to send to; ``None``: the least loaded one.
+            timeout_ms: bounds connecting to ``node_id`` and its answer;
+                ``None``: the client's request timeout (connecting as
+                kafka-python bounds it).
 
         Raises:
             _NotSent: the request never left this process (no connection could
@@ -152,10 +174,17 @@ class ClientQuotaAdminMixin:
             Exception: kafka-python's error once the request was written and no
                 answer came (timeout, lost connection): its outcome is unknown.
         """
-        timeout_ms = self._quota_request_timeout_ms
+        if timeout_ms is None:
+            timeout_ms = self._quota_request_timeout_ms
+        start = time.monotonic()
         try:
-            conn = self._manager.get_connection(self._manager.least_loaded_node())
-            await conn
+            if node_id is None:
+                conn = self._manager.get_connection(self._manager.least_loaded_node())
+                await conn
+            else:
+                conn = self._node_connection(node_id)
+                await self._manager.wait_for(conn.init_future, timeout_ms)
+                timeout_ms = max(timeout_ms - int((time.monotonic() - start) * 1000), 1)
         except Exception as exc:
             raise _NotSent(exc) from exc
         if preflight:
@@ -172,10 +201,38 @@ class ClientQuotaAdminMixin:
             raise _NotSent(future.exception)
         return await future
 
+    def _node_connection(self, node_id: int) -> Any:
+        """kafka-python's connection to broker ``node_id``, with errors that say
+        what they mean.
+
+        Raises:
+            kafka.errors.UnknownBrokerIdError: the cluster's Metadata does not
+                list it (stopped, shutting down or fenced); a fresh Metadata
+                is asked for, for the next try.
+            kafka.errors.NodeNotReadyError: its last connection failed and the
+                client waits before connecting again.
+        """
+        if self._manager.cluster.broker_metadata(node_id) is None:
+            self._manager.cluster.request_update()
+            raise kerrors.UnknownBrokerIdError(
+                f"broker {node_id} is not in the cluster's metadata "
+                "(stopped, shutting down or fenced)"
+            )
+        try:
+            return self._manager.get_connection(node_id)
+        except kerrors.NodeNotReadyError:
+            raise kerrors.NodeNotReadyError(
+                f"broker {node_id} refused or dropped the connection; waiting to reconnect"
+            ) from None
+
     # -- DescribeClientQuotas (API key 48) ---------------------------------
 
     async def _async_describe_client_quotas(
-        self, components: Sequence[FilterComponent], strict: bool
+        self,
+        components: Sequence[FilterComponent],
+        strict: bool,
+        node_id: int | None = None,
+        timeout_ms: int | None = None,
     ) -> _Quotas:
         request = DescribeClientQuotasRequest(
             components=[
@@ -188,7 +245,7 @@ class ClientQuotaAdminMixin:
             ],
             strict=strict,
         )
-        response = await self._send(request)
+        response = await self._send(request, node_id=node_id, timeout_ms=timeout_ms)
         if response.error_code:
             raise broker_error(
                 response.error_code, response.error_message, api="DescribeClientQuotas"
@@ -225,6 +282,84 @@ class ClientQuotaAdminMixin:
             "DescribeClientQuotas",
             lambda: self._manager.run(self._async_describe_client_quotas, components, strict),
         )
+
+    # -- DescribeUserScramCredentials (API key 50) ---------------------------
+
+    async def _async_describe_scram_users(self, timeout_ms: int) -> tuple[str, ...]:
+        # users=[], never null: both mean "every user" (ScramImage.describe),
+        # but a broker refusing a null list fails to build its error answer
+        # (DescribeUserScramCredentialsRequest.getErrorResponse throws a
+        # NullPointerException) and never answers: kafka-python's
+        # describe_user_scram_credentials() sends null and waits out the whole
+        # request timeout. Proven on Kafka 4.3.1 (tests/integration/test_sasl_e2e.py).
+        request = DescribeUserScramCredentialsRequest(users=[])
+        response = await self._send(request, timeout_ms=timeout_ms)
+        if response.error_code:
+            raise broker_error(
+                response.error_code, response.error_message, api="DescribeUserScramCredentials"
+            )
+        return tuple(sorted(r.user for r in response.results if not r.error_code))
+
+    def describe_scram_users(self, *, timeout_ms: int) -> tuple[str, ...]:
+        """The names of every user with SCRAM credentials (KIP-554), sorted:
+        one request, no retries, waiting at most ``timeout_ms`` (or the
+        client's request timeout when shorter).
+
+        Raises:
+            AuthorizationError: 31, the principal lacks DESCRIBE on CLUSTER.
+            BrokerError: any other error (UNSUPPORTED_VERSION on brokers older
+                than 2.7), or no answer within ``timeout_ms``.
+        """
+        return self._with_retries(
+            "DescribeUserScramCredentials",
+            lambda: self._manager.run(
+                self._async_describe_scram_users,
+                min(timeout_ms, self._quota_request_timeout_ms),
+            ),
+            retry=RetryPolicy(attempts=1),
+        )
+
+    def describe_client_quotas_on(
+        self,
+        node_id: int,
+        components: Sequence[FilterComponent],
+        *,
+        strict: bool,
+        timeout_ms: int,
+    ) -> _Quotas:
+        """Describe quotas as broker ``node_id`` holds them: the request goes to
+        that broker (not to the least loaded one), once, and connecting plus
+        its answer take at most ``timeout_ms``. Each broker answers from its
+        own copy of the metadata log, so this is how to learn whether one
+        broker lags.
+
+        Args:
+            node_id: a broker the cluster's Metadata lists (a fenced broker is
+                not listed and cannot be reached).
+            components, strict: as :meth:`describe_client_quotas`.
+            timeout_ms: bound of this one try, milliseconds.
+
+        Returns:
+            ``{entity: {quota key: quota value}}`` as that broker holds them.
+
+        Raises:
+            AuthorizationError: 31, the principal lacks DESCRIBE_CONFIGS on CLUSTER.
+            BrokerError: any other error code, or no answer within
+                ``timeout_ms`` (the broker is down, hung or unknown): no retry.
+        """
+        api = "DescribeClientQuotas"
+        with _COUNT_LOCK:
+            self.rpc_counts[api] = self.rpc_counts.get(api, 0) + 1
+        try:
+            return self._manager.run(
+                self._async_describe_client_quotas, list(components), strict, node_id, timeout_ms
+            )
+        except BrokerError:
+            raise
+        except _NotSent as exc:
+            raise from_exception(exc.cause, api=api) from exc
+        except Exception as exc:
+            raise from_exception(exc, api=api) from exc
 
     # -- AlterClientQuotas (API key 49) ------------------------------------
 
@@ -392,13 +527,15 @@ class ClientQuotaAdminMixin:
 
     # -- shared ------------------------------------------------------------
 
-    def _with_retries(self, api: str, call: Callable[[], T]) -> T:
+    def _with_retries(
+        self, api: str, call: Callable[[], T], *, retry: RetryPolicy | None = None
+    ) -> T:
         def on_retry(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             log.warning("%s: retrying after %s (try %d)", api, exc, state.attempt_number)
 
         try:
-            for attempt in self._quota_retry.retrying(on_retry):
+            for attempt in (retry or self._quota_retry).retrying(on_retry):
                 with attempt:
                     self.rpc_counts[api] = self.rpc_counts.get(api, 0) + 1
                     start = time.perf_counter()
@@ -566,3 +703,42 @@ class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
         """The cluster id (:meth:`cluster_description`): a connection's cluster
         does not change."""
         return str(self.cluster_description()["cluster_id"])
+
+    def brokers(self, *, fresh: bool = False, timeout_ms: int | None = None) -> list[BrokerNode]:
+        """The brokers DescribeCluster lists, fenced ones included, by node id.
+
+        Args:
+            fresh: ask the cluster again (a broker may have stopped since the
+                client connected; counted in :attr:`rpc_counts` as
+                ``DescribeCluster``); otherwise :meth:`cluster_description`.
+            timeout_ms: bound of a fresh ask; ``None``: the request timeout.
+
+        Raises:
+            BrokerError: a fresh ask got no answer in time, or an error code.
+        """
+        if fresh or self._cluster is None:
+            api = "DescribeCluster"
+            with _COUNT_LOCK:
+                self.rpc_counts[api] = self.rpc_counts.get(api, 0) + 1
+            bound = timeout_ms or self._quota_request_timeout_ms
+            try:
+                self._cluster = self._manager.run(self._async_describe_cluster_within, bound)
+            except Exception as exc:
+                raise from_exception(exc, api=api) from exc
+        assert self._cluster is not None
+        return sorted(
+            BrokerNode(
+                node_id=int(b["broker_id"]),
+                host=str(b["host"]),
+                port=int(b["port"]),
+                fenced=bool(b.get("is_fenced", False)),
+            )
+            for b in self._cluster.get("brokers") or ()
+        )
+
+    async def _async_describe_cluster_within(self, timeout_ms: int) -> dict[str, Any]:
+        """kafka-python's DescribeCluster, bounded by ``timeout_ms``."""
+        answer: dict[str, Any] = await self._manager.wait_for(
+            self._manager.call_soon(self._describe_cluster), timeout_ms
+        )
+        return answer
