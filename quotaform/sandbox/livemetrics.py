@@ -27,17 +27,24 @@ entity                                 quota                       traffic
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from quotaform.errors import SandboxError
 from quotaform.sandbox.broker import SandboxBroker
 from quotaform.sandbox.configcommand import run_config_command
-from quotaform.sandbox.load import LoadResult, check_loopback, consume, produce, scram_settings
+from quotaform.sandbox.load import (
+    LoadResult,
+    check_loopback,
+    client_processes,
+    consume,
+    produce,
+    scram_settings,
+)
 
 __all__ = [
     "SCENARIO_QUOTAS",
@@ -191,6 +198,10 @@ def connection_burst(port: int, count: int = 60) -> int:
             sock.close()
 
 
+#: Seconds the scenario's clients get to connect before the first connection burst.
+BOOTSTRAP_S = 2.0
+
+
 @dataclass
 class LoadRun:
     """What :func:`run_scenario_load` did.
@@ -223,7 +234,8 @@ def run_scenario_load(
     """Drive the scenario's clients for ``seconds`` (at most 300): alice
     unlimited as ``alice-app``, bob 192 KiB/s plus a consumer of ``fill``,
     carol 128 KiB/s as ``carol-app``, dave 64 KiB/s with an empty client id;
-    a 60-connection burst at the start and in the middle; alice creates a
+    a 60-connection burst once they connected (after :data:`BOOTSTRAP_S`) and
+    in the middle; alice creates a
     30-partition topic after 5 s. ``every`` is called every ``every_s``
     seconds meanwhile (e.g. a JmxTool read).
 
@@ -240,56 +252,60 @@ def run_scenario_load(
         return scram_settings(user, users[user])
 
     clients: dict[str, Callable[[], LoadResult]] = {
-        "alice/alice-app produce": lambda: produce(
-            bootstrap, "alice", client_id="alice-app", seconds=seconds,
+        "alice/alice-app produce": partial(
+            produce, bootstrap, "alice", client_id="alice-app", seconds=seconds,
             max_bytes=64 * 1024 * KiB, security=sec("alice"),
         ),
-        "bob/bob-app produce": lambda: produce(
-            bootstrap, "bob", client_id="bob-app", seconds=seconds, rate=192 * KiB,
+        "bob/bob-app produce": partial(
+            produce, bootstrap, "bob", client_id="bob-app", seconds=seconds, rate=192 * KiB,
             security=sec("bob"),
         ),
-        "bob/bob-reader consume": lambda: consume(
-            bootstrap, "fill", client_id="bob-reader", seconds=seconds,
+        "bob/bob-reader consume": partial(
+            consume, bootstrap, "fill", client_id="bob-reader", seconds=seconds,
             max_bytes=64 * 1024 * KiB, security=sec("bob"),
         ),
-        "carol/carol-app produce": lambda: produce(
-            bootstrap, "carol", client_id="carol-app", seconds=seconds, rate=128 * KiB,
+        "carol/carol-app produce": partial(
+            produce, bootstrap, "carol", client_id="carol-app", seconds=seconds, rate=128 * KiB,
             security=sec("carol"),
         ),
-        "dave/'' produce": lambda: produce(
-            bootstrap, "dave", client_id="", seconds=seconds, rate=64 * KiB,
+        "dave/'' produce": partial(
+            produce, bootstrap, "dave", client_id="", seconds=seconds, rate=64 * KiB,
             security=sec("dave"),
         ),
     }  # fmt: skip
-    threads = []
-
-    def keep(name: str, client: Callable[[], LoadResult]) -> None:
-        try:
-            run.results[name] = client()
-        except Exception as exc:  # a client's failure is reported, not fatal
-            run.errors[name] = f"{type(exc).__name__}: {exc}"
-
     run.started = time.time()
-    for name, client in clients.items():
-        thread = threading.Thread(target=keep, args=(name, client), daemon=True)
-        thread.start()
-        threads.append(thread)
-    run.bursts[time.time()] = connection_burst(broker.port)
-    start = time.monotonic()
-    burst_done = created = False
-    next_call = start
-    while any(t.is_alive() for t in threads) and time.monotonic() - start < seconds + 90:
-        now = time.monotonic()
-        if not created and now - start >= 5:
-            created = True
-            _create_topic_as(broker, "alice", users["alice"], run)
-        if not burst_done and now - start >= seconds / 2:
-            burst_done = True
-            run.bursts[time.time()] = connection_burst(broker.port)
-        if every is not None and now >= next_call:
-            next_call = now + every_s
-            every()
-        time.sleep(0.5)
+    # each client its own process: on threads they share one GIL, and a paced
+    # producer held back by the consumer's parsing bursts to catch up
+    with client_processes(clients) as futures:
+        # the clients bootstrap first: behind the burst's 60 connections the
+        # scenario's own ip quota (3/s) would hold theirs past kafka-python's
+        # bootstrap timeout
+        time.sleep(BOOTSTRAP_S)
+        run.bursts[time.time()] = connection_burst(broker.port)
+        start = time.monotonic()
+        burst_done = created = False
+        next_call = start
+        while not all(f.done() for f in futures.values()) and (
+            time.monotonic() - start < seconds + 90
+        ):
+            now = time.monotonic()
+            if not created and now - start >= 5:
+                created = True
+                _create_topic_as(broker, "alice", users["alice"], run)
+            if not burst_done and now - start >= seconds / 2:
+                burst_done = True
+                run.bursts[time.time()] = connection_burst(broker.port)
+            if every is not None and now >= next_call:
+                next_call = now + every_s
+                every()
+            time.sleep(0.5)
+    for name, future in futures.items():
+        if not future.done():
+            run.errors[name] = f"still running {seconds + 90:.0f} s after the start: stopped"
+        elif (exc := future.exception()) is not None:  # a client's failure is reported
+            run.errors[name] = f"{type(exc).__name__}: {exc}"
+        else:
+            run.results[name] = future.result()
     run.ended = time.time()
     return run
 

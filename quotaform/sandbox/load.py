@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import collections
 import ipaddress
+import multiprocessing
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from quotaform.errors import SandboxError
 
-__all__ = ["LoadResult", "check_loopback", "consume", "produce", "scram_settings"]
+__all__ = [
+    "LoadResult",
+    "check_loopback",
+    "client_processes",
+    "consume",
+    "produce",
+    "scram_settings",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +168,39 @@ def consume(
     finally:
         consumer.close()
     return LoadResult(records, received, time.monotonic() - start)
+
+
+def _warm_up() -> None:
+    """A worker's first task: import kafka-python, and stay busy long enough
+    that each worker of the pool gets one."""
+    import kafka  # noqa: F401
+
+    time.sleep(0.3)
+
+
+@contextmanager
+def client_processes(
+    clients: Mapping[str, Callable[[], LoadResult]], *, join_s: float = 90.0
+) -> Iterator[dict[str, Future[LoadResult]]]:
+    """Run each client (``functools.partial`` of :func:`produce` or
+    :func:`consume`: it must pickle) in its own process, started with
+    ``spawn``, for the duration of the block; yields name -> future.
+
+    Clients on threads of one process share its GIL: a consumer parsing a
+    1 MiB fetch holds back a paced producer, which then bursts to catch up,
+    and the broker measures the test process instead of its quotas. On leaving,
+    waits up to ``join_s`` seconds for the clients (each is bounded by its own
+    ``seconds``), then stops the pool; a client still running is cancelled
+    with the pool and its future never completes.
+    """
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=max(1, len(clients)), mp_context=context)
+    # the processes started and kafka-python imported first, so the clients
+    # connect when the block begins, as threads would (not a second later)
+    wait([pool.submit(_warm_up) for _ in clients], timeout=60)
+    futures = {name: pool.submit(client) for name, client in clients.items()}
+    try:
+        yield futures
+    finally:
+        wait(futures.values(), timeout=join_s)
+        pool.shutdown(wait=False, cancel_futures=True)

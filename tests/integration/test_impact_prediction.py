@@ -29,12 +29,12 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from typer.testing import CliRunner
 from quotaform.app.collect import collect_jmx
 from quotaform.cli.app import app
 from quotaform.sandbox import SandboxBroker
-from quotaform.sandbox.load import consume, produce
+from quotaform.sandbox.load import LoadResult, client_processes, consume, produce
 
 from .helpers import quota, write_manifest
 
@@ -77,23 +77,17 @@ class Scenario:
     client_id: str
     key: str
     quota_after: float
-    run: Callable[[str, float], Any]
+    run: Callable[..., LoadResult]
 
 
-def _producer(topic: str, client_id: str, rate: float) -> Callable[[str, float], Any]:
-    def run(bootstrap: str, seconds: float) -> Any:
-        return produce(
-            bootstrap, topic, client_id=client_id, seconds=seconds, rate=rate, max_bytes=64 * MiB
-        )
-
-    return run
+def _producer(topic: str, client_id: str, rate: float) -> Callable[..., LoadResult]:
+    """``run(bootstrap, seconds=S)``; a partial of a module-level function, so
+    it pickles into its own process."""
+    return partial(produce, topic=topic, client_id=client_id, rate=rate, max_bytes=64 * MiB)
 
 
-def _consumer(topic: str, client_id: str) -> Callable[[str, float], Any]:
-    def run(bootstrap: str, seconds: float) -> Any:
-        return consume(bootstrap, topic, client_id=client_id, seconds=seconds, max_bytes=96 * MiB)
-
-    return run
+def _consumer(topic: str, client_id: str) -> Callable[..., LoadResult]:
+    return partial(consume, topic=topic, client_id=client_id, max_bytes=96 * MiB)
 
 
 SCENARIOS = (
@@ -149,18 +143,17 @@ def cli(*args: str) -> Any:
 
 @contextmanager
 def load(broker: SandboxBroker, seconds: float) -> Iterator[None]:
-    """Every scenario's client (and the feeder) in the background for ``seconds``."""
+    """Every scenario's client (and the feeder) in the background for
+    ``seconds``, each in its own process (one GIL would make the clients'
+    own parsing part of what is measured)."""
     runs = [s.run for s in SCENARIOS] + [FEED]
-    threads = [
-        threading.Thread(target=run, args=(broker.bootstrap, seconds), daemon=True) for run in runs
-    ]
-    for thread in threads:
-        thread.start()
-    try:
+    clients = {
+        str(i): partial(run, broker.bootstrap, seconds=seconds) for i, run in enumerate(runs)
+    }
+    with client_processes(clients) as futures:
         yield
-    finally:
-        for thread in threads:
-            thread.join(90)
+    failed = {name: f.exception() for name, f in futures.items() if f.done() and f.exception()}
+    assert not failed, failed
 
 
 def collect(broker: SandboxBroker, path: Path, seconds: float) -> datetime:
