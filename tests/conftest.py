@@ -85,13 +85,14 @@ def kafka_broker() -> Iterator[SandboxBroker]:
 CLUSTER_BROKERS, CLUSTER_CONTROLLERS = 3, 3
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_cluster() -> Iterator[SandboxBroker]:
-    """The session's multi-node sandbox: 3 brokers (node ids 1, 2, 3) and 3
+    """The module's multi-node sandbox: 3 brokers (node ids 1, 2, 3) and 3
     controllers (node ids 1001-1003, a static KRaft quorum), each node its own
     process on free loopback ports, started on first use by the same code as
     ``quotaform sandbox up --brokers 3 --controllers 3`` and stopped when the
-    session ends. It FAILS, never skips, if it cannot start.
+    module ends (one module uses it: its six JVMs would otherwise take CPU from
+    the timing-sensitive tests after it). It FAILS, never skips, if it cannot start.
 
     * ``cluster.bootstrap``: the three brokers, ``127.0.0.1:P1,127.0.0.1:P2,...``
       (clients then talk to whichever broker they pick);
@@ -190,11 +191,11 @@ def spark_cluster() -> Iterator[Any]:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_connect() -> Iterator[Any]:
-    """The session's Spark Connect server (``local[2]``) on 127.0.0.1
-    (``server.remote`` is ``sc://127.0.0.1:PORT``). FAILS, never skips, if it
-    cannot start."""
+    """The module's Spark Connect server (``local[2]``) on 127.0.0.1
+    (``server.remote`` is ``sc://127.0.0.1:PORT``), stopped when the module
+    ends (one module uses it). FAILS, never skips, if it cannot start."""
     from quotaform.sandbox.spark import start_connect_server
 
     yield from _spark_sandbox(

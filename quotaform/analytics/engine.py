@@ -274,7 +274,8 @@ def impact(
     """The rows of ``util`` (made under the configuration before the change)
     whose effective quota, source or quota group changes under ``after``,
     with what the observed p99 (the demand O) meets there
-    (:mod:`quotaform.kafka.impact`): ``throughput_after`` (``min(O, T)``),
+    (:mod:`quotaform.kafka.impact`): ``throughput_after`` (``min(O, T)``; whole
+    fetches for consumers),
     ``demand_cut``, the steady-state mean throttle the broker's
     ``throttle-time`` metric reports (``predicted_throttle_ms``, ``S / T``)
     for requests of ``request_bytes`` (S: ``request_sizes[key]`` when given,
@@ -346,7 +347,9 @@ def impact(
                 "first_throttle_ms": first_throttle_ms(
                     quota_key, observed, res.value, size, window_s=window_s
                 ),
-                "throughput_after": throughput_after(observed, res.value),
+                "throughput_after": throughput_after(
+                    quota_key, observed, res.value, size, window_s=window_s
+                ),
                 "demand_cut": demand_cut(observed, res.value),
                 "request_bytes": size,
                 "request_bytes_source": source,

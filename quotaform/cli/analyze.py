@@ -511,7 +511,8 @@ def impact(
 
     DIR/impact.parquet: one row per changed (group, key) with quota_before,
     quota_after, level_before, level_after, p99 (the demand O),
-    throughput_after (min(O, T)), demand_cut, predicted_throttle_ms (the
+    throughput_after (min(O, T); whole fetches of S for consumers: k x S / 10.5 s),
+    demand_cut, predicted_throttle_ms (the
     steady-state mean the broker's throttle-time reports: S / T, S from
     --request-bytes or the defaults), first_throttle_ms ((O - T) / T x W);
     brokers_observed, cluster_p99, cluster_ceiling_before and

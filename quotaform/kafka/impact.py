@@ -23,7 +23,9 @@ keys. Per key (:data:`STEADY_RULES`):
   un-recorded (``KafkaApis``): a data fetch of S, then an empty fetch held
   about ``S / T``; the response is capped by the broker at
   ``T x (quota.window.num - 1) x quota.window.size.seconds``
-  (``ClientQuotaManager.maxValueInQuotaWindow``), so S is too.
+  (``ClientQuotaManager.maxValueInQuotaWindow``), so S is too. Only whole
+  fetches fit in the window, so the consumer gets less than T
+  (:func:`throughput_after`).
 * ``controller_mutation_rate``: KIP-599's token bucket (burst ``T x num x
   size``, notes 2.3): once the burst is drained (after ``burst / (O - T)``
   s), each accepted request of S mutations drives the bucket to ``-S`` and is
@@ -93,6 +95,10 @@ class SteadyRule:
         default_from: where the default comes from.
         fetch_capped: the broker caps one response at ``T x (num - 1) x size``.
         token_bucket: KIP-599's bucket: a burst of ``T x W`` passes first.
+        whole_requests: a request that would take the window's rate over the
+            quota is answered empty and un-recorded (``KafkaApis``' fetch
+            path), so only whole requests of S that fit pass:
+            :func:`throughput_after` is below T.
     """
 
     key: str
@@ -100,6 +106,7 @@ class SteadyRule:
     default_from: str
     fetch_capped: bool = False
     token_bucket: bool = False
+    whole_requests: bool = False
 
 
 #: Every quota key's steady-state rule, in :data:`~quotaform.kafka.keys.QUOTA_KEYS` order.
@@ -122,6 +129,7 @@ STEADY_RULES: Mapping[str, SteadyRule] = MappingProxyType(
                 "and at most the broker's fetch cap T x (quota.window.num - 1) x "
                 "quota.window.size.seconds",
                 fetch_capped=True,
+                whole_requests=True,
             ),
             SteadyRule(
                 "request_percentage",
@@ -184,16 +192,46 @@ def _limited(observed: float, quota: float | None) -> bool:
     return quota is not None and quota > 0 and observed > quota
 
 
-def throughput_after(observed: float, quota: float | None) -> float:
-    """What a group wanting ``observed`` gets under ``quota`` per broker:
-    ``min(O, T)``; ``O`` when unlimited (``None``) or ``quota`` <= 0 (not a
-    value Kafka accepts)."""
-    return quota if quota is not None and _limited(observed, quota) else observed
+def throughput_after(
+    key: str,
+    observed: float,
+    quota: float | None,
+    size: float,
+    *,
+    window_s: float = DEFAULT_QUOTA_WINDOW_S,
+) -> float:
+    """What a group wanting ``observed`` (key unit/s) gets under ``quota`` per
+    broker, as the broker's own rate metric reports it: ``O`` when unlimited
+    (``None``), ``quota`` <= 0 (not a value Kafka accepts) or ``O <= T``;
+    else ``T``, except for the keys whose over-quota request is refused whole
+    (:attr:`SteadyRule.whole_requests`: ``consumer_byte_rate``).
+
+    There a fetch passes only if the window, with its S bytes added, stays at
+    most T (else it is answered empty and un-recorded), so at most
+    ``k = floor(T x W' / S)`` fetches are in the window at once, each held
+    there W' = ``window_s - quota.window.size.seconds / 2`` seconds on average
+    (a sample lives until its 1 s bucket is ``quota.window.num`` buckets old:
+    10 to 11 s): ``k x S / W'``. A consumer of 1 MiB fetches under 512 KiB/s
+    gets 5 x 1 MiB / 10.5 s = 499,322 B/s, not 524,288 (measured 470,000 to
+    505,000 on the sandbox broker, ``tests/integration/test_impact_prediction.py``).
+
+    Raises:
+        KeyError: ``key`` is not a quota key.
+    """
+    rule = STEADY_RULES[key]
+    if quota is None or not _limited(observed, quota):
+        return observed
+    if not rule.whole_requests or size <= 0:
+        return quota
+    held_s = window_s - QUOTA_WINDOW_SIZE_S / 2
+    fit = max(1, math.floor(quota * held_s / size))
+    return min(quota, fit * size / held_s)
 
 
 def demand_cut(observed: float, quota: float | None) -> float:
     """The share of the demand the quota cuts, 0..1: ``1 - min(O, T) / O``
-    (0.0 for an idle or unlimited group)."""
+    (0.0 for an idle or unlimited group); the quota's own cut, before
+    :func:`throughput_after`'s whole-request loss."""
     if observed <= 0 or quota is None or not _limited(observed, quota):
         return 0.0
     return 1.0 - quota / observed

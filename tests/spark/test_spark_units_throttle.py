@@ -170,7 +170,9 @@ def test_steady_cases_as_columns(spark: SparkSession) -> None:
             (row,) = frame.select(
                 size.alias("size"),
                 source.alias("source"),
-                columns.throughput_after(observed, quota).alias("throughput"),
+                columns.throughput_after(key, observed, quota, size, window_s=window_s).alias(
+                    "throughput"
+                ),
                 columns.demand_cut(observed, quota).alias("cut"),
                 columns.steady_throttle_ms(key, observed, quota, size).alias("steady"),
                 columns.first_throttle_ms(key, observed, quota, size, window_s=window_s).alias(

@@ -176,7 +176,10 @@ def test_steady_case(case: SteadyCase) -> None:
         case.key, case.quota, given=case.request_bytes, window_s=case.window_s
     )
     assert (size, source) == (case.size, case.source)
-    assert throughput_after(case.observed, case.quota) == case.throughput
+    assert (
+        throughput_after(case.key, case.observed, case.quota, size, window_s=case.window_s)
+        == case.throughput
+    )
     assert demand_cut(case.observed, case.quota) == pytest.approx(case.cut, rel=1e-12)
     assert steady_throttle_ms(case.key, case.observed, case.quota, size) == case.throttle_ms
     assert (
@@ -212,6 +215,7 @@ def test_one_steady_rule_per_key() -> None:
     assert tuple(STEADY_RULES) == tuple(QUOTA_KEYS)
     assert {k for k, r in STEADY_RULES.items() if r.fetch_capped} == {"consumer_byte_rate"}
     assert {k for k, r in STEADY_RULES.items() if r.token_bucket} == {"controller_mutation_rate"}
+    assert {k for k, r in STEADY_RULES.items() if r.whole_requests} == {"consumer_byte_rate"}
     assert STEADY_RULES["producer_byte_rate"].default_size == 16384  # batch.size
     assert STEADY_RULES["consumer_byte_rate"].default_size == 1048576  # max.partition.fetch.bytes
     assert fetch_cap(100.0) == 1000.0  # T x (11 - 1) x 1 s

@@ -209,9 +209,19 @@ def _limited(observed: Column, quota: Column) -> Column:
     return F.coalesce(quota.isNotNull() & (quota > 0) & (observed > quota), F.lit(False))
 
 
-def throughput_after(observed: Column, quota: Column) -> Column:
-    """:func:`quotaform.kafka.impact.throughput_after`: ``min(O, T)``, O when unlimited."""
-    return F.when(_limited(observed, quota), quota).otherwise(observed).cast("double")
+def throughput_after(
+    key: Column, observed: Column, quota: Column, size: Column, *, window_s: float
+) -> Column:
+    """:func:`quotaform.kafka.impact.throughput_after`: O when unlimited or
+    under T; T, or ``k x S / W'`` (``k = max(1, floor(T x W' / S))``,
+    ``W' = window_s - size / 2``) for the whole-request keys of
+    :data:`STEADY_RULES`."""
+    whole = [k for k, rule in STEADY_RULES.items() if rule.whole_requests]
+    held = F.lit(window_s - QUOTA_WINDOW_SIZE_S / 2)
+    fit = F.greatest(F.lit(1.0), F.floor(quota * held / size).cast("double"))
+    partial = F.least(quota, fit * size / held)
+    limited = F.when(key.isin(whole) & (size > 0), partial).otherwise(quota)
+    return F.when(_limited(observed, quota), limited).otherwise(observed).cast("double")
 
 
 def demand_cut(observed: Column, quota: Column) -> Column:

@@ -659,7 +659,9 @@ def impact(
         columns.first_throttle_ms(key, observed_col, quota_after, size, window_s=window_s).alias(
             "first_throttle_ms"
         ),
-        columns.throughput_after(observed_col, quota_after).alias("throughput_after"),
+        columns.throughput_after(key, observed_col, quota_after, size, window_s=window_s).alias(
+            "throughput_after"
+        ),
         columns.demand_cut(observed_col, quota_after).alias("demand_cut"),
         "request_bytes",
         "request_bytes_source",
