@@ -16,8 +16,9 @@ from pathlib import Path
 from quotaform.app.common import ConnectionOptions, View, load_and_target
 from quotaform.app.principals import principal_warnings
 from quotaform.app.volumes import VolumeSource, scale_for_storage
-from quotaform.cluster.brokers import read_quota_enforcement
+from quotaform.cluster.brokers import BrokerConfigs, read_broker_configs, read_quota_enforcement
 from quotaform.cluster.connect import check_cluster, connect
+from quotaform.cluster.principals import SUPER_USERS
 from quotaform.cluster.profiles import ClusterProfiles, load_required_profiles, resolve_settings
 from quotaform.cluster.read import read_live_state
 from quotaform.cluster.wire.client import QuotaAdminClient
@@ -25,6 +26,7 @@ from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import ClusterConfigError, GuardRefusedError, QuotaformError
 from quotaform.manifest import load_manifests, manifest_clusters
 from quotaform.plan.diff import compute_plan
+from quotaform.plan.enforcement import QUOTA_CALLBACK_CONFIG
 from quotaform.plan.model import Plan
 from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
 from quotaform.plan.principals import SuperUser
@@ -109,17 +111,22 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         signing_key()  # an empty QUOTAFORM_PLAN_KEY fails before any work
     desired, where = load_and_target(request.manifests, request.connection, request.view)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        # how the brokers enforce quotas and their super users: one DescribeConfigs round
+        configs = read_broker_configs(client, [QUOTA_CALLBACK_CONFIG, SUPER_USERS])
         plan, review = plan_desired(
             desired,
             client,
             flags=request.budget,
             volumes=request.volumes,
             settings=where.settings,
+            broker_configs=configs,
         )
         at = f"superUsers at {where.super_users_source}"
         given = [SuperUser(p, at) for p in where.super_users]
         given += [SuperUser(p, "--super-user") for p in request.super_users]
-        found = principal_warnings(desired, plan, client, super_users=given, view=request.view)
+        found = principal_warnings(
+            desired, plan, client, super_users=given, view=request.view, broker_configs=configs
+        )
     if found:
         plan = replace(plan, warnings=(*plan.warnings, *found))
     request.show(plan, review)
@@ -177,13 +184,16 @@ def plan_desired(
     flags: ChangeBudget | None = None,
     volumes: VolumeSource | None = None,
     settings: ConnectionSettings | None = None,
+    broker_configs: BrokerConfigs | None = None,
 ) -> tuple[Plan, PlanReview]:
     """Check the cluster, read the live state in ``desired``'s scope and how
     the brokers enforce quotas (DescribeCluster, DescribeConfigs), scale
     the declared ``producer_byte_rate`` values by the storage policy (when
     the manifests declare one; volume usage from ``volumes``, default the
     cluster's DescribeLogDirs), diff, and review the plan (``flags`` over the
-    manifests' budget).
+    manifests' budget). ``broker_configs``: the brokers' DescribeConfigs
+    answer with ``client.quota.callback.class`` among its names, when already
+    read (``plan`` reads it with ``super.users``).
 
     Raises:
         ClusterMismatchError: wrong cluster.
@@ -195,7 +205,8 @@ def plan_desired(
     scaled, scaling = scale_for_storage(
         desired, live, volumes or VolumeSource(), client=client, settings=settings
     )
-    plan = replace(compute_plan(scaled, live), enforcement=read_quota_enforcement(client))
+    enforcement = read_quota_enforcement(client, broker_configs)
+    plan = replace(compute_plan(scaled, live), enforcement=enforcement)
     if scaling is not None:
         plan = replace(plan, storage=scaling)
     return plan, review_plan(plan, scaled, flags)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from quotaform.app.common import View
+from quotaform.cluster.brokers import BrokerConfigs
 from quotaform.cluster.principals import SUPER_USERS, read_scram_users, read_super_users
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.errors import BrokerError
@@ -51,12 +52,15 @@ def _scram_warnings(desired: DesiredState, client: QuotaAdminClient, view: View)
 
 
 def _super_users(
-    client: QuotaAdminClient, given: Sequence[SuperUser], view: View
+    client: QuotaAdminClient,
+    given: Sequence[SuperUser],
+    view: View,
+    configs: BrokerConfigs | None,
 ) -> list[SuperUser]:
     """``given``, then those the brokers reveal; Notes for what stays unknown."""
     found = {s.principal: s for s in given}
     try:
-        brokers = read_super_users(client)
+        brokers = read_super_users(client, configs)
     except BrokerError as exc:
         if not given:
             view.note(f"default user quotas not checked against super users: {exc}; {_GIVE_THEM}")
@@ -95,6 +99,7 @@ def principal_warnings(
     *,
     super_users: Sequence[SuperUser] = (),
     view: View | None = None,
+    broker_configs: BrokerConfigs | None = None,
 ) -> tuple[str, ...]:
     """The plan's warnings about principals, read through ``client``.
 
@@ -115,6 +120,8 @@ def principal_warnings(
             not listed (refused: DESCRIBE on CLUSTER is needed; too old a
             broker; no answer), the super users hidden by the brokers and none
             given, a super user that is not a ``User`` principal.
+        broker_configs: the brokers' DescribeConfigs answer with
+            ``super.users`` among its names, when already read.
 
     Returns:
         Warnings (``path:line: field: message``), SCRAM ones first.
@@ -123,7 +130,7 @@ def principal_warnings(
     warnings = _scram_warnings(desired, client, view)
     entries = plan.after_entries()
     if default_user_entities(entries):
-        found = _super_users(client, super_users, view)
+        found = _super_users(client, super_users, view, broker_configs)
         sources = {e: d.source for e, d in desired.entities.items()}
         warnings += super_user_warnings(entries, sources, found, in_scope=desired.scope.contains)
     return warnings

@@ -111,13 +111,18 @@ def read_broker_configs(client: QuotaAdminClient, names: Sequence[str]) -> Broke
     return BrokerConfigs(values=values, errors=errors, brokers=tuple(brokers), hidden=hidden)
 
 
-def read_quota_enforcement(client: QuotaAdminClient) -> QuotaEnforcement:
+def read_quota_enforcement(
+    client: QuotaAdminClient, configs: BrokerConfigs | None = None
+) -> QuotaEnforcement:
     """The live brokers and each one's ``client.quota.callback.class``
     (:func:`read_broker_configs`): what ``explain``, the probe view and
     ``analyze`` say about how the quotas they resolve are enforced.
+    ``configs``: an answer already read with that name among others (``plan``
+    reads it and ``super.users`` in one round); else it is read here.
 
     Raises:
         BrokerError: DescribeCluster failed (no broker list).
     """
-    configs = read_broker_configs(client, [QUOTA_CALLBACK_CONFIG])
+    if configs is None:
+        configs = read_broker_configs(client, [QUOTA_CALLBACK_CONFIG])
     return QuotaEnforcement.from_configs(configs.brokers, configs.values, configs.errors)

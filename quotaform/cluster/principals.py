@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from quotaform.cluster.brokers import read_broker_configs
+from quotaform.cluster.brokers import BrokerConfigs, read_broker_configs
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.errors import BrokerError
 from quotaform.kafka.names import parse_super_users
@@ -84,16 +84,20 @@ class BrokerSuperUsers:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def read_super_users(client: QuotaAdminClient) -> BrokerSuperUsers:
+def read_super_users(
+    client: QuotaAdminClient, configs: BrokerConfigs | None = None
+) -> BrokerSuperUsers:
     """``super.users`` of every live broker (DescribeConfigs, as
     :func:`~quotaform.cluster.brokers.read_broker_configs`; it needs
     DESCRIBE_CONFIGS on CLUSTER, as ``plan`` does). A broker that does not
-    list the setting has none.
+    list the setting has none. ``configs``: an answer already read with
+    ``super.users`` among its names; else it is read here.
 
     Raises:
         BrokerError: DescribeCluster failed (no broker list).
     """
-    configs = read_broker_configs(client, [SUPER_USERS])
+    if configs is None:
+        configs = read_broker_configs(client, [SUPER_USERS])
     listed: dict[str, list[str]] = {}
     errors = dict(configs.errors)
     for broker, values in configs.values.items():

@@ -410,7 +410,7 @@ def run_checks(
     """:func:`principal_warnings` for a default user quota, with the cluster
     reads stubbed (the broker's side: tests/integration/test_sasl_e2e.py)."""
 
-    def read(client: object) -> BrokerSuperUsers:
+    def read(client: object, configs: object = None) -> BrokerSuperUsers:
         if isinstance(brokers, BrokerError):
             raise brokers
         return brokers
