@@ -84,16 +84,16 @@ GROUP_COLUMNS = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
 #: ``cluster_ceiling``, ``quota_value`` x ``brokers_observed`` (what the group
 #: may use across those brokers, the quota being enforced on each; null when
 #: unlimited); ``cluster_utilisation_p99``, ``cluster_p99`` / ``cluster_ceiling``.
-CLUSTER_COLUMNS = (
+#: The summed ones, counted from the usage (the last two follow from the quota).
+CLUSTER_SUMS = (
     "brokers_observed",
     "cluster_samples",
     "cluster_p50",
     "cluster_p95",
     "cluster_p99",
     "cluster_max",
-    "cluster_ceiling",
-    "cluster_utilisation_p99",
 )
+CLUSTER_COLUMNS = (*CLUSTER_SUMS, "cluster_ceiling", "cluster_utilisation_p99")
 #: ``analyze utilisation``: one row per observed (group, key) per broker.
 UTILISATION_COLUMNS = (
     *GROUP_COLUMNS,

@@ -31,6 +31,7 @@ from pyspark.sql.window import Window
 
 from quotaform.analytics.model import (
     CENSORED_NOTE,
+    CLUSTER_SUMS,
     DEFAULT_ALIGN_S,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
@@ -407,17 +408,7 @@ def utilisation(
         c, [F.col(f"r.{k}").eqNullSafe(F.col(f"c.{k}")) for k in _CLUSTER_GROUP], "left"
     ).select(
         "r.*",
-        *[
-            F.col(f"c.{n}")
-            for n in (
-                "brokers_observed",
-                "cluster_samples",
-                "cluster_p50",
-                "cluster_p95",
-                "cluster_p99",
-                "cluster_max",
-            )
-        ],
+        *[F.col(f"c.{n}") for n in CLUSTER_SUMS],
     )
     ceiling = F.col("quota_value") * columns.enforcing_nodes(
         F.col("quota_key"), F.col("brokers_observed")
@@ -435,12 +426,7 @@ def utilisation(
         (F.col("p99") / F.col("quota_value")).alias("utilisation_p99"),
         (F.col("t_over") / F.col("t_samples")).alias("throttled_share"),
         (F.coalesce(F.col("t_over"), F.lit(0)) > 0).alias("censored"),
-        "brokers_observed",
-        "cluster_samples",
-        "cluster_p50",
-        "cluster_p95",
-        "cluster_p99",
-        "cluster_max",
+        *CLUSTER_SUMS,
         ceiling.alias("cluster_ceiling"),
         (F.col("cluster_p99") / ceiling).alias("cluster_utilisation_p99"),
     )
