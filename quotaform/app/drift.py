@@ -13,6 +13,7 @@ from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
 from quotaform.app.volumes import VolumeSource, scale_for_storage
+from quotaform.cluster.brokers import read_quota_enforcement
 from quotaform.cluster.connect import check_cluster, connect
 from quotaform.cluster.read import ClusterReader, read_live_state
 from quotaform.cluster.wire.connection import ConnectionSettings
@@ -63,7 +64,9 @@ def detect_drift(
     """Check the cluster id, read the live state and compare: ``quotaform drift``.
     With a storage policy, live is compared with the declared values times
     the current factor: a scaled quota is not drift, and a scale still to
-    apply is reported as such (``DriftReport.scale_pending``).
+    apply is reported as such (``DriftReport.scale_pending``). With probes
+    declared, how the brokers enforce quotas is read too (DescribeConfigs,
+    :func:`~quotaform.cluster.brokers.read_quota_enforcement`) for the probe view.
 
     ``client`` should be opened read-only: nothing here alters. Load the
     manifests first, so bad manifests fail before any connection is made.
@@ -82,4 +85,9 @@ def detect_drift(
         client=client,  # type: ignore[arg-type]
         settings=settings,
     )
-    return compute_drift(scaled, live, storage=scaling)
+    # the probe view says on how many brokers each limit applies, and whether
+    # a custom quota callback decides instead (DescribeConfigs)
+    enforcement = None
+    if desired.probes:
+        enforcement = read_quota_enforcement(client)  # type: ignore[arg-type]
+    return compute_drift(scaled, live, storage=scaling, enforcement=enforcement)

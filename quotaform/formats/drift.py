@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quotaform.formats.explain import EnforcementDoc, enforcement_doc
 from quotaform.formats.plan import ProbeDoc, StorageDoc, probe_doc, storage_doc
 from quotaform.plan.drift import DRIFT_FORMAT_VERSION, DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
@@ -105,6 +106,12 @@ class DriftDocument(BaseModel):
         description="Entities whose only difference is a scaled producer_byte_rate live at "
         "an earlier factor: a scale still to apply, not drift.",
     )
+    enforcement: EnforcementDoc | None = Field(
+        default=None,
+        description="How the brokers enforce quotas: per broker (how many) and by Kafka's "
+        "default resolution or a custom quota callback, which makes the probes' resolution "
+        "not what they enforce; read when probes are declared, else null.",
+    )
 
 
 def _entity_doc(drift: EntityChange) -> EntityDriftDoc:
@@ -145,9 +152,10 @@ def drift_document(report: DriftReport) -> DriftDocument:
         ),
         warnings=list(report.warnings),
         live_state_rpcs=dict(sorted(report.rpc_counts.items())),
-        probes=[probe_doc(i) for i in report.probes],
+        probes=[probe_doc(i, report.enforcement) for i in report.probes],
         storage=storage_doc(report.storage),
         scale_pending=[_entity_doc(d) for d in report.scale_pending],
+        enforcement=None if report.enforcement is None else enforcement_doc(report.enforcement),
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from quotaform.kafka.entity import Entity
 from quotaform.plan.diff import compute_plan
+from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import DesiredState, LiveState, Probe
@@ -88,6 +89,9 @@ class DriftReport:
         scale_pending: entities whose only difference is a scaled
             ``producer_byte_rate`` live at an earlier factor: a scale still to
             apply (``apply`` or ``storage watch`` writes it), not drift.
+        enforcement: how the brokers enforce quotas (how many brokers, and
+            any custom quota callback), read when probes are declared; ``None``
+            when not read.
 
     In every entry ``before`` is the live value and ``after`` the declared one.
     """
@@ -105,6 +109,7 @@ class DriftReport:
     probes: tuple[ProbeImpact, ...] = ()
     storage: StorageScaling | None = None
     scale_pending: tuple[EntityChange, ...] = ()
+    enforcement: QuotaEnforcement | None = None
 
     @property
     def in_sync(self) -> bool:
@@ -155,11 +160,16 @@ def drift_of(plan: Plan, probes: Iterable[Probe] = ()) -> DriftReport:
         probes=probe_impacts(probes, plan.after_entries(), plan.before_entries()),
         storage=plan.storage,
         scale_pending=tuple(pending),
+        enforcement=plan.enforcement,
     )
 
 
 def compute_drift(
-    desired: DesiredState, live: LiveState, *, storage: StorageScaling | None = None
+    desired: DesiredState,
+    live: LiveState,
+    *,
+    storage: StorageScaling | None = None,
+    enforcement: QuotaEnforcement | None = None,
 ) -> DriftReport:
     """Classify every in-scope entity as changed, missing, unexpected or in
     sync: :func:`drift_of` the plan :func:`~quotaform.plan.diff.compute_plan`
@@ -167,10 +177,9 @@ def compute_drift(
     (``desired`` already scaled), an entity whose only difference is a scaled
     ``producer_byte_rate`` that is live at a value the policy can write
     (between the pause value and the declared one) is a scale still to
-    apply, not drift."""
-    plan = compute_plan(desired, live)
-    if storage is not None:
-        plan = replace(plan, storage=storage)
+    apply, not drift. ``enforcement``: how the brokers enforce the quotas
+    (:class:`~quotaform.plan.enforcement.QuotaEnforcement`), for the probe view."""
+    plan = replace(compute_plan(desired, live), storage=storage, enforcement=enforcement)
     return drift_of(plan, desired.probes)
 
 

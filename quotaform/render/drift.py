@@ -100,7 +100,7 @@ def render_drift_text(report: DriftReport) -> Text:
     if report.warnings:
         out.append("\n")
     if report.probes:
-        for line in probe_text(report.probes, _PROBES):
+        for line in probe_text(report.probes, _PROBES, report.enforcement):
             out.append(line + "\n", style="cyan")
         out.append("\n")
     if report.storage is not None:
@@ -166,7 +166,7 @@ def render_drift_markdown(report: DriftReport) -> str:
             lines += [f"| {shape} | {n} |" for shape, n in report.unmanaged_by_shape.items()]
             lines.append("")
     if report.probes:
-        lines += [*probe_markdown(report.probes, _PROBES), ""]
+        lines += [*probe_markdown(report.probes, _PROBES, report.enforcement), ""]
     if report.storage is not None:
         lines += [f"**{md_text(scaling_headline(report.storage))}**", ""]
         if report.scale_pending:

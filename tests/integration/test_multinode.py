@@ -260,7 +260,7 @@ def test_explain_and_the_probe_view_say_the_limit_is_per_broker_on_each_of_3(  #
     cluster, tmp_path: Path
 ) -> None:
     """Every broker keeps its own sensor per quota group (ClientQuotaManager):
-    live explain and plan's probe view name the 3 brokers DescribeCluster lists."""
+    live explain, plan's and drift's probe views name the 3 brokers DescribeCluster lists."""
     prefix = f"{PREFIX}probe-"
     path = write_manifest(
         tmp_path / "probe.yaml",
@@ -283,6 +283,13 @@ def test_explain_and_the_probe_view_say_the_limit_is_per_broker_on_each_of_3(  #
     assert sorted(enforcement["quota_callbacks"]) == ["1", "2", "3"], enforcement
     shown = runner.invoke(app, ["plan", str(path), *server])
     assert per_broker_text(3) in " ".join(shown.stdout.split()), shown.stdout
+    # drift's probe view (a drift cron's report) says the same
+    drifted = runner.invoke(app, ["drift", str(path), *server])
+    assert drifted.exit_code == 2, drifted.output  # the declared quota is not live: drift
+    assert per_broker_text(3) in " ".join(drifted.stdout.split()), drifted.stdout
+    drift_doc = runner.invoke(app, ["drift", str(path), *server, "-o", "json"])
+    assert drift_doc.exit_code == 2, drift_doc.output
+    assert json.loads(drift_doc.stdout)["enforcement"]["brokers"] == 3
 
 
 def test_a_broker_that_cannot_answer_is_named_and_the_exit_is_4(restored, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -120,7 +120,7 @@ def test_the_broker_throttles_at_the_callbacks_limit_with_no_quota_stored(
     assert throttled > 0, f"{sent / FLAT_LIMIT:.0f} MiB in {elapsed:.1f} s: never throttled"
 
 
-def test_the_json_plan_records_the_callback_for_its_probes(
+def test_the_json_plan_and_drift_record_the_callback_for_their_probes(
     flat_broker: SandboxBroker, tmp_path: Path
 ) -> None:
     manifest = write_manifest(
@@ -140,6 +140,18 @@ def test_the_json_plan_records_the_callback_for_its_probes(
     (probe,) = doc["probes"]
     assert probe["resolution_enforced"] is False
     assert probe["keys"]["producer_byte_rate"]["after"]["enforced"] is False
+    # drift's probe view too: the cron that watches the quotas says they do not decide
+    server = ["--bootstrap-server", flat_broker.bootstrap]
+    drifted = runner.invoke(app, ["drift", str(manifest), *server, "-o", "json"])
+    assert drifted.exit_code == 2, drifted.output  # alice's quota is declared, not live
+    doc = json.loads(drifted.stdout)
+    assert doc["enforcement"]["quota_callback"] == FLAT_CALLBACK
+    (probe,) = doc["probes"]
+    assert probe["resolution_enforced"] is False
+    shown = runner.invoke(app, ["drift", str(manifest), *server])
+    assert shown.exit_code == 2, shown.output
+    text = " ".join(shown.stdout.split())
+    assert FLAT_CALLBACK in text and "[not enforced]" in text, shown.stdout
 
 
 def _usage_line(cluster: str) -> str:
