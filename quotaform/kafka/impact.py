@@ -212,8 +212,8 @@ def throughput_after(
     there W' = ``window_s - quota.window.size.seconds / 2`` seconds on average
     (a sample lives until its 1 s bucket is ``quota.window.num`` buckets old:
     10 to 11 s): ``k x S / W'``. A consumer of 1 MiB fetches under 512 KiB/s
-    gets 5 x 1 MiB / 10.5 s = 499,322 B/s, not 524,288 (measured 470,000 to
-    505,000 on the sandbox broker, ``tests/integration/test_impact_prediction.py``).
+    gets 5 x 1 MiB / 10.5 s = 499,322 B/s, not 524,288 (measured 508,734 to
+    513,348 B/s on the sandbox broker, ``tests/integration/test_impact_prediction.py``).
 
     Raises:
         KeyError: ``key`` is not a quota key.

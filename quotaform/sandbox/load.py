@@ -190,8 +190,8 @@ def client_processes(
     1 MiB fetch holds back a paced producer, which then bursts to catch up,
     and the broker measures the test process instead of its quotas. On leaving,
     waits up to ``join_s`` seconds for the clients (each is bounded by its own
-    ``seconds``), then stops the pool; a client still running is cancelled
-    with the pool and its future never completes.
+    ``seconds``), then shuts the pool down without waiting: a client still
+    running then ends on its own bound, and its future is not done.
     """
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=max(1, len(clients)), mp_context=context)

@@ -214,7 +214,7 @@ def throughput_after(
 ) -> Column:
     """:func:`quotaform.kafka.impact.throughput_after`: O when unlimited or
     under T; T, or ``k x S / W'`` (``k = max(1, floor(T x W' / S))``,
-    ``W' = window_s - size / 2``) for the whole-request keys of
+    ``W' = window_s - quota.window.size.seconds / 2``) for the whole-request keys of
     :data:`STEADY_RULES`."""
     whole = [k for k, rule in STEADY_RULES.items() if rule.whole_requests]
     held = F.lit(window_s - QUOTA_WINDOW_SIZE_S / 2)
