@@ -39,6 +39,7 @@ __all__ = [
     "ConnectionSettingsError",
     "ExportError",
     "GuardRefusedError",
+    "InputError",
     "LockError",
     "ManifestError",
     "ManifestProblem",
@@ -127,6 +128,28 @@ class ManifestProblem:
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
         return f"{where}: {self.field}: {self.message}"
+
+
+class InputError(QuotaformError):
+    """A file or an answer cannot be read within its bounds
+    (:mod:`quotaform.inputs`): not a regular file, too large, nested too
+    deeply, a number or a line too long, not UTF-8, a NUL byte, cut short.
+
+    ``str()`` is one line: ``source[:line]: reason``, the source's name with
+    unprintable characters escaped, the limit named where one was passed.
+
+    Attributes:
+        source: the file (or URL) as shown.
+        line: 1-based line, ``None`` when unknown or not line-oriented.
+        reason: what is wrong, without the source.
+    """
+
+    def __init__(self, source: str, reason: str, *, line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        self.reason = reason
+        where = source if line is None else f"{source}:{line}"
+        super().__init__(f"{where}: {reason}")
 
 
 class ManifestError(QuotaformError):

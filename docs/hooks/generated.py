@@ -13,7 +13,9 @@ The parts (``GENERATORS``):
 * ``exit-codes``: ``quotaform.errors.EXIT_CODE_MEANINGS`` as a table;
 * ``schemas``: every ``schemas/*.json`` (title, description, ``$id``, and
   its top-level fields with type, whether required, and description);
-* ``import-contracts``: the import-linter contracts of ``pyproject.toml``.
+* ``import-contracts``: the import-linter contracts of ``pyproject.toml``;
+* ``input-limits``: ``quotaform.inputs.limits.LIMITS``, the bounds every
+  input is read within.
 
 So none of them can drift from the code: a test builds the site strictly and
 reads them back from the HTML (``tests/unit/test_docs_site.py``). An unknown
@@ -118,10 +120,35 @@ def import_contracts(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def input_limits(root: Path) -> str:
+    """The bounds of every kind of input quotaform reads, as a table."""
+    from quotaform.inputs.limits import LIMITS, size_text
+
+    rows = [
+        f"| {_cell(limits.kind)} | {size_text(limits.max_bytes)}"
+        f"{f' (`{limits.overridden_by}`)' if limits.overridden_by else ''} | "
+        f"{limits.max_depth} | {limits.max_number_chars} | "
+        f"{size_text(limits.max_line_bytes)} |"
+        for limits in LIMITS.values()
+    ]
+    return (
+        "\n".join(
+            [
+                "| input | largest | deepest nesting | longest number (characters) "
+                "| longest line |",
+                "|---|---|---|---|---|",
+                *rows,
+            ]
+        )
+        + "\n"
+    )
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {
     "exit-codes": exit_codes,
     "schemas": schemas,
     "import-contracts": import_contracts,
+    "input-limits": input_limits,
 }
 
 

@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from quotaform.analytics.engine import entity_json
-from quotaform.errors import AnalyticsError
+from quotaform.errors import AnalyticsError, InputError
+from quotaform.inputs.excerpt import excerpt
+from quotaform.inputs.jsondoc import json_lines
+from quotaform.inputs.limits import LIMITS
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import QuotaIndex, level_of
@@ -107,21 +110,22 @@ def read_snapshot(path: Path) -> list[QuotaConfig]:
             entries: every bad line at once, each ``file:line: field: message``.
     """
     by_cluster: dict[str, dict[Entity, dict[str, float]]] = defaultdict(dict)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise AnalyticsError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     problems: list[str] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        found = _snapshot_entry(line)
-        if isinstance(found, list):
-            problems += [f"{where}: {problem}" for problem in found]
-            continue
-        cluster, entity, quotas = found
-        by_cluster[cluster][entity] = quotas
+    try:
+        for line in json_lines(path, LIMITS["snapshot"]):
+            where = f"{path}:{line.number}"
+            found = (
+                line.problem.removeprefix("line: ") if line.problem else _snapshot_entry(line.value)
+            )
+            if isinstance(found, str):
+                found = [found]
+            if isinstance(found, list):
+                problems += [f"{where}: {problem}" for problem in found]
+                continue
+            cluster, entity, quotas = found
+            by_cluster[cluster][entity] = quotas
+    except InputError as exc:
+        raise AnalyticsError(str(exc)) from None
     if problems:
         shown = problems[:SNAPSHOT_PROBLEMS_SHOWN]
         more = len(problems) - len(shown)
@@ -141,26 +145,22 @@ def read_snapshot(path: Path) -> list[QuotaConfig]:
 SNAPSHOT_PROBLEMS_SHOWN = 50
 
 
-def _snapshot_entry(line: str) -> tuple[str, Entity, dict[str, float]] | list[str]:
-    """One snapshot line's ``(cluster, entity, quotas)``, or every problem
-    of it (``field: message``)."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return [f"not JSON: {exc.msg}"]
+def _snapshot_entry(record: Any) -> tuple[str, Entity, dict[str, float]] | list[str]:
+    """One snapshot line's ``(cluster, entity, quotas)`` (``record``: its
+    JSON), or every problem of it (``field: message``)."""
     if not isinstance(record, dict):
         return ["expected a JSON object per line"]
     problems: list[str] = []
     version = record.get("format_version")
     if version != SNAPSHOT_FORMAT_VERSION:
-        problems.append(f"format_version: expected 1, got {version!r}")
+        problems.append(f"format_version: expected 1, got {excerpt(version)}")
     cluster, raw_entity, quotas = (
         record.get("cluster"),
         record.get("entity"),
         record.get("quotas"),
     )
     if not isinstance(cluster, str) or not cluster:
-        problems.append(f"cluster: expected a non-empty string, got {cluster!r}")
+        problems.append(f"cluster: expected a non-empty string, got {excerpt(cluster)}")
     entity: Entity | None = None
     try:
         entity = Entity.from_mapping(raw_entity) if isinstance(raw_entity, dict) else None
@@ -174,9 +174,12 @@ def _snapshot_entry(line: str) -> tuple[str, Entity, dict[str, float]] | list[st
     else:
         for key, value in quotas.items():
             if key not in QUOTA_KEYS:
-                problems.append(f"quotas.{key}: not a quota key (one of {', '.join(QUOTA_KEYS)})")
+                problems.append(
+                    f"quotas.{excerpt(key, quoted=False)}: not a quota key (one of "
+                    f"{', '.join(QUOTA_KEYS)})"
+                )
             elif not isinstance(value, int | float) or isinstance(value, bool):
-                problems.append(f"quotas.{key}: expected a number, got {value!r}")
+                problems.append(f"quotas.{key}: expected a number, got {excerpt(value)}")
     if problems or entity is None or not isinstance(quotas, dict):
         return problems
     assert isinstance(cluster, str)

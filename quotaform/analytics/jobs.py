@@ -44,6 +44,7 @@ from quotaform.analytics.usage import (
     usage_problem,
 )
 from quotaform.errors import AnalyticsError
+from quotaform.inputs.limits import LIMITS, Limits
 
 __all__ = [
     "AUTO_SPARK_BYTES",
@@ -123,6 +124,7 @@ class AnalyzeRequest:
         request_sizes: S per quota key, one request's amount (bytes for the
             byte rates) for the steady-state throttle; keys not given take
             :data:`quotaform.kafka.impact.STEADY_RULES`' defaults.
+        usage_limits: the bounds of a usage file (``--max-usage-size``).
     """
 
     command: Command
@@ -144,6 +146,7 @@ class AnalyzeRequest:
     headroom: float = DEFAULT_HEADROOM
     request_sizes: Mapping[str, float] = field(default_factory=dict)
     align_s: float = DEFAULT_ALIGN_S
+    usage_limits: Limits = LIMITS["usage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +251,7 @@ def choose_engine(request: AnalyzeRequest) -> Engine:
         return Engine.spark
     size = sum(
         p.stat().st_size / (1 if p.suffix == ".parquet" else TEXT_BYTES_PER_PARQUET_BYTE)
-        for p in usage_files([Path(p) for p in request.usage])
+        for p in usage_files([Path(p) for p in request.usage], limits=request.usage_limits)
     )
     return Engine.spark if size >= AUTO_SPARK_BYTES else Engine.python
 
@@ -384,6 +387,7 @@ def _run_python(
         broker=request.broker,
         since=request.since,
         until=request.until,
+        limits=request.usage_limits,
     )
     times["read"] = time.perf_counter() - start
     _say_matched(rejected, say)
@@ -557,6 +561,7 @@ def _run_spark(
         known=sorted(configs),
         since=request.since,
         until=request.until,
+        limits=request.usage_limits,
     )
     if usage_rows == 0 and rejected.by_reason.get("cluster"):
         raise AnalyticsError(

@@ -28,12 +28,13 @@ answer in memory.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
-import json
+import io
 import math
 import re
-import shutil
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -52,7 +53,12 @@ from tenacity import (
 )
 
 from quotaform.analytics.exporters import LIVE_SELECTOR
-from quotaform.errors import AnalyticsError
+from quotaform.errors import AnalyticsError, InputError
+from quotaform.inputs.files import read_text, shown
+from quotaform.inputs.http import check_media_type, receive_body
+from quotaform.inputs.jsondoc import load_json
+from quotaform.inputs.limits import LIMITS
+from quotaform.kafka.entity import escape_unprintable
 
 __all__ = [
     "ATTEMPTS",
@@ -93,7 +99,6 @@ ENVIRONMENT = {
     "ca_file": "QUOTAFORM_PROMETHEUS_CA_FILE",
 }
 _RETRIED_STATUS = frozenset({429, 502, 503, 504})
-_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +136,9 @@ class PrometheusAuth:
 
 def _read_secret(path: Path, what: str) -> str:
     try:
-        return path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise AnalyticsError(f"{what} {path}: cannot be read ({exc.strerror})") from None
+        return read_text(path, LIMITS["secret"]).strip()
+    except InputError as exc:
+        raise AnalyticsError(f"{what} {exc}") from None
 
 
 #: The keys of Prometheus' HTTP client configuration quotaform reads.
@@ -147,18 +152,23 @@ _CONFIG_KEYS = {
 
 def _config_auth(path: Path) -> PrometheusAuth:
     """A Prometheus HTTP client configuration file (strict: unknown keys are errors)."""
-    from ruamel.yaml import YAML, YAMLError
+    from ruamel.yaml import YAMLError
+
+    from quotaform.inputs.yamlsource import compose_documents, describe_yaml_error
 
     try:
-        document = YAML(typ="safe").load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise AnalyticsError(
-            f"--prometheus-config {path}: cannot be read ({exc.strerror})"
-        ) from None
+        # A NUL is refused by the YAML reader itself, with its line.
+        text = read_text(path, LIMITS["prometheus-config"], nul=True)
+        documents = [data for data, _ in compose_documents(text)]
+    except InputError as exc:
+        raise AnalyticsError(f"--prometheus-config {exc}") from None
     except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise AnalyticsError(f"{path}{line}: not YAML ({getattr(exc, 'problem', exc)})") from None
+        line, message = describe_yaml_error(exc, text)
+        where = f"{shown(path)}:{line}" if line is not None else shown(path)
+        raise AnalyticsError(f"{where}: {message}") from None
+    if len(documents) > 1:
+        raise AnalyticsError(f"{shown(path)}: one YAML document expected, found {len(documents)}")
+    document = documents[0] if documents else {}
     if not isinstance(document, dict):
         raise AnalyticsError(f"{path}: expected a mapping (authorization, basic_auth, tls_config)")
     for section, allowed in _CONFIG_KEYS.items():
@@ -310,7 +320,11 @@ class PrometheusQuery:
         step_s: seconds between points (``--step``).
         selector: the PromQL series selector queried.
         auth: credentials and TLS.
-        timeout_s: each request's timeout (also sent as the query timeout).
+        timeout_s: each request's deadline, seconds: the whole answer must
+            have arrived by then (also sent as the query timeout).
+        max_bytes: the largest answer read, bytes (``--max-usage-size``;
+            ``None``: :data:`~quotaform.inputs.limits.LIMITS`
+            ``["prometheus-answer"]``).
     """
 
     url: str
@@ -320,6 +334,7 @@ class PrometheusQuery:
     selector: str = LIVE_SELECTOR
     auth: PrometheusAuth = field(default_factory=PrometheusAuth)
     timeout_s: float = 120.0
+    max_bytes: int | None = None
 
 
 def default_step(start: datetime, end: datetime) -> float:
@@ -393,14 +408,25 @@ def _context(auth: PrometheusAuth) -> ssl.SSLContext:
     return context
 
 
-def _error_text(body: bytes) -> str:
+def _error_text(body: bytes, where: str) -> str:
+    """What an error answer says: Prometheus' ``errorType: error`` when it
+    is one of its JSON error answers, else the start of the body."""
     try:
-        answer = json.loads(body)
-    except ValueError:
-        return body[:200].decode("utf-8", errors="replace").strip() or "no body"
+        answer, _ = load_json(body, LIMITS["prometheus-error"], name=where)
+    except InputError:
+        answer = None
     if isinstance(answer, dict) and "error" in answer:
-        return f"{answer.get('errorType', 'error')}: {answer['error']}"
-    return body[:200].decode("utf-8", errors="replace")
+        return escape_unprintable(f"{answer.get('errorType', 'error')}: {answer['error']}")[:300]
+    return escape_unprintable(body[:200].decode("utf-8", errors="replace").strip()) or "no body"
+
+
+def _error_body(exc: urllib.error.HTTPError, where: str, deadline: float) -> bytes:
+    """The start of an error answer's body, read within its own bounds."""
+    buffer = io.BytesIO()
+    limits = LIMITS["prometheus-error"]
+    with contextlib.suppress(InputError, OSError, http.client.HTTPException):
+        receive_body(exc, buffer, source=where, limits=limits, deadline=deadline)
+    return buffer.getvalue()[: limits.max_bytes]
 
 
 def _request_once(
@@ -425,16 +451,27 @@ def _request_once(
     if header:
         request.add_unredirected_header("Authorization", header)
     where = redact_url(query.url)
+    deadline = time.monotonic() + query.timeout_s
+    limits = LIMITS["prometheus-answer"].with_max_bytes(query.max_bytes)
     try:
         with (
             urllib.request.urlopen(request, timeout=query.timeout_s, context=context) as response,
             out.open("wb") as fh,
         ):
-            shutil.copyfileobj(response, fh, _CHUNK)
+            check_media_type(
+                response,
+                source=f"Prometheus at {where}",
+                expected="application/json",
+                what="not the Prometheus HTTP API (is the URL a Prometheus-compatible server, "
+                "not an exporter's /metrics or a web page?)",
+            )
+            receive_body(
+                response, fh, source=f"Prometheus at {where}", limits=limits, deadline=deadline
+            )
     except urllib.error.HTTPError as exc:
-        body = exc.read()
+        body = _error_body(exc, where, min(deadline, time.monotonic() + 5))
         if exc.code in _RETRIED_STATUS:
-            raise _Transient(f"{exc.code} {_error_text(body)}") from None
+            raise _Transient(f"{exc.code} {_error_text(body, where)}") from None
         if exc.code in (401, 403):
             raise AnalyticsError(
                 f"Prometheus at {where} refused the request ({exc.code}): set "
@@ -442,7 +479,7 @@ def _request_once(
                 f"{ENVIRONMENT['password_file']}, or give --prometheus-config FILE"
             ) from None
         raise AnalyticsError(
-            f"Prometheus at {where} answered {exc.code}: {_error_text(body)}"
+            f"Prometheus at {where} answered {exc.code}: {_error_text(body, where)}"
         ) from None
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, ssl.SSLError):

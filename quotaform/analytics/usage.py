@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import enum
+import io
 import json
 import math
 import re
@@ -39,7 +40,13 @@ from quotaform.analytics.exporters import (
     decode_series,
 )
 from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
-from quotaform.errors import AnalyticsError
+from quotaform.errors import AnalyticsError, InputError
+from quotaform.inputs.depth import DepthScanner, check_depth
+from quotaform.inputs.excerpt import excerpt
+from quotaform.inputs.files import is_regular_file, open_input, shown
+from quotaform.inputs.jsondoc import BLOCK_BYTES, json_lines, loads_json
+from quotaform.inputs.limits import LIMITS, MAX_LINE_BYTES, Limits
+from quotaform.kafka.entity import escape_unprintable
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP, parse_object_name
 
@@ -206,13 +213,13 @@ def check_row(record: Mapping[str, Any]) -> UsageRow | str:
             return f"{name}: missing or empty"
     metric = record.get("metric")
     if not isinstance(metric, str) or metric not in METRICS:
-        return f"metric: {metric} is not a usage metric"
+        return f"metric: {excerpt(metric, quoted=False)} is not a usage metric"
     timestamp = _timestamp(record.get("timestamp"))
     if timestamp is None:
-        return f"timestamp: {record.get('timestamp')!r} is not an ISO-8601 time"
+        return f"timestamp: {excerpt(record.get('timestamp'))} is not an ISO-8601 time"
     value = _value(record.get("value"))
     if value is None:
-        return f"value: {record.get('value')!r} is not a number"
+        return f"value: {excerpt(record.get('value'))} is not a number"
     user = record.get("user") or ""
     client_id = record.get("client_id") or ""
     if not isinstance(user, str) or not isinstance(client_id, str):
@@ -296,50 +303,89 @@ def usage_problem(rows: int, rejected: Rejections, labels: LabelMap) -> str | No
 # ----------------------------------------------------------------- files
 
 
-def usage_files(paths: Sequence[Path], skipped: Rejections | None = None) -> list[Path]:
+def usage_files(
+    paths: Sequence[Path],
+    skipped: Rejections | None = None,
+    *,
+    limits: Limits = LIMITS["usage"],
+) -> list[Path]:
     """Files to read: given files, and the data files in given directories
     (sorted; Parquet, CSV, JSON Lines and JSON). A ``*.json`` file in a
     directory is read only when it is a Prometheus ``query_range`` answer
     or JSON Lines (:func:`detect_format`); others are left out, counted in
     ``skipped`` when given.
 
+    A member of a directory that is not a regular file (a FIFO) is left out
+    and counted in ``skipped``; a given path must be a regular file or a
+    directory (:func:`quotaform.inputs.files.open_input`), and every file at
+    most ``limits.max_bytes``.
+
     Raises:
-        AnalyticsError: a path does not exist, a directory holds no data file,
-            or a ``*.json`` file named is neither of those.
+        AnalyticsError: a path does not exist or is not a regular file or a
+            directory, a directory holds no data file, a ``*.json`` file
+            named is neither of those, a file is larger than the limit.
     """
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            members = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix in (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
-                and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
-            )
+            members = []
+            for p in sorted(path.rglob("*")):
+                if p.suffix not in (".parquet", ".csv", ".jsonl", ".ndjson", ".json") or any(
+                    part.startswith((".", "_")) for part in p.relative_to(path).parts
+                ):
+                    continue
+                if is_regular_file(p):
+                    members.append(p)
+                elif skipped is not None and not p.is_dir():
+                    skipped.skipped[f"{shown(p)}: not a regular file: skipped"] += 1
             kept = [p for p in members if p.suffix != ".json" or _json_kind(p) is not None]
             if skipped is not None:
                 for other in sorted(set(members) - set(kept)):
                     skipped.skipped[
-                        f"{other}: neither a Prometheus query_range answer nor JSON Lines"
+                        f"{shown(other)}: neither a Prometheus query_range answer nor JSON Lines"
                     ] += 1
             if not kept:
-                raise AnalyticsError(f"{path}: no usage files (*.parquet, *.csv, *.jsonl, *.json)")
+                raise AnalyticsError(
+                    f"{shown(path)}: no usage files (*.parquet, *.csv, *.jsonl, *.json)"
+                )
             found += kept
-        elif path.is_file():
+        else:
+            try:
+                fh, _ = open_input(path, limits)
+            except InputError as exc:
+                raise AnalyticsError(str(exc)) from None
+            fh.close()
             if path.suffix == ".json" and _json_kind(path) is None:
                 raise AnalyticsError(
-                    f'{path}: neither a Prometheus query_range answer ({{"status": ..., '
+                    f'{shown(path)}: neither a Prometheus query_range answer ({{"status": ..., '
                     '"data": {"resultType": "matrix", ...}}) nor JSON Lines usage rows'
                 )
             found.append(path)
-        else:
-            raise AnalyticsError(f"{path}: no such file or directory")
+    for path in found:
+        _check_size(path, limits)
     return found
+
+
+def _check_size(path: Path, limits: Limits) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise AnalyticsError(f"{shown(path)}: cannot read the usage file: {exc.strerror}") from None
+    if size > limits.max_bytes:
+        raise AnalyticsError(
+            f"{shown(path)}: larger than {limits.size_text()}, the limit for a {limits.kind} "
+            f"(raise it with {limits.overridden_by})"
+        )
+
+
+#: How the usage readers open a file: its size was judged by :func:`usage_files`.
+_OPEN = Limits("usage file", 1 << 62)
 
 
 #: Bytes of a ``*.json`` file read to tell its kind.
 _SNIFF_BYTES = 64 * 1024
+#: The bounds of one line read to tell a file's kind.
+_LINE = LIMITS["usage"]
 
 
 _PROMETHEUS_HEAD = re.compile(r'^\s*\{\s*"(status|data)"\s*:')
@@ -351,8 +397,10 @@ def json_line_kind(line: str) -> UsageFormat | None:
     ``data``), ``generic`` for JSON Lines (one object holding usage
     columns), ``None`` for anything else (other JSON, or too little to tell)."""
     try:
-        record = json.loads(line)
-    except ValueError:
+        data = line.encode("utf-8")
+        check_depth(data, "(first line)", _LINE, lines=True)
+        record = loads_json(line, "(first line)", _LINE)
+    except (InputError, UnicodeError):
         return UsageFormat.prometheus if _PROMETHEUS_HEAD.match(line) else None
     if isinstance(record, dict):
         if "data" in record or "status" in record:
@@ -361,25 +409,29 @@ def json_line_kind(line: str) -> UsageFormat | None:
     return None
 
 
+_FIRST_KEY = re.compile(rb'\A\s*\{\s*"((?:[^"\\]|\\.){0,64})"')
+
+
 def _json_kind(path: Path) -> UsageFormat | None:
     """:func:`json_line_kind` of a local file; a document whose first line
-    says too little (pretty-printed) is told by its first key."""
-    import ijson
-
-    with path.open("rb") as fh:
-        head = fh.read(_SNIFF_BYTES)
-    first = head.lstrip(b"\xef\xbb\xbf \t\r\n").split(b"\n", 1)[0]
-    kind = json_line_kind(first.decode("utf-8", errors="replace"))
-    if kind is not None or not first.startswith(b"{"):
-        return kind
+    says too little (pretty-printed) is told by its first key. Only the
+    first :data:`_SNIFF_BYTES` are read."""
     try:
-        with path.open("rb") as fh:
-            for prefix, event, value in ijson.parse(fh):
-                if prefix == "" and event == "map_key":
-                    return UsageFormat.prometheus if value in ("status", "data") else None
-    except ijson.JSONError:
+        fh, _ = open_input(path, _OPEN)
+    except InputError:
         return None
-    return None
+    with fh:
+        head = fh.read(_SNIFF_BYTES)
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    first = head.lstrip(b" \t\r\n").split(b"\n", 1)[0]
+    if len(first) < _SNIFF_BYTES // 2:
+        kind = json_line_kind(first.decode("utf-8", errors="replace"))
+        if kind is not None or not first.startswith(b"{"):
+            return kind
+    key = _FIRST_KEY.match(head)
+    if key is None:
+        return None
+    return UsageFormat.prometheus if key.group(1) in (b"status", b"data") else None
 
 
 def detect_format(path: Path) -> UsageFormat:
@@ -389,8 +441,9 @@ def detect_format(path: Path) -> UsageFormat:
     if path.suffix == ".json":
         return _json_kind(path) or UsageFormat.generic
     if path.suffix == ".csv":
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            if fh.readline().startswith('"time"'):
+        fh, _ = open_input(path, _OPEN)
+        with fh:
+            if fh.read(6) == b'"time"':
                 return UsageFormat.jmxtool
     return UsageFormat.generic
 
@@ -406,34 +459,86 @@ def generic_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
-        for number, record in enumerate(table.to_pylist(), 1):
-            yield f"{path}:{number}", record
+        fh, _ = open_input(path, _OPEN)
+        with fh:
+            number = 0
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=1 << 16):
+                for record in batch.to_pylist():
+                    number += 1
+                    yield f"{path}:{number}", record
     elif path.suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in USAGE_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise AnalyticsError(
-                    f"{path}:1: header: missing column(s) {', '.join(missing)} "
-                    f"(expected {', '.join(USAGE_COLUMNS)})"
-                )
-            for number, record in enumerate(reader, 2):
-                yield f"{path}:{number}", record
+        yield from _csv_records(path)
     else:
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield f"{path}:{number}", f"line: not JSON ({exc.msg})"
-                    continue
+        for line in json_lines(path, _OPEN):
+            where = f"{path}:{line.number}"
+            if line.problem is not None:
+                yield where, line.problem
+            else:
                 yield (
-                    f"{path}:{number}",
-                    record if isinstance(record, dict) else "line: not a JSON object",
+                    where,
+                    line.value if isinstance(line.value, dict) else "line: not a JSON object",
                 )
+
+
+def _csv_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
+    """:func:`generic_records` of a CSV file: lines longer than
+    :data:`~quotaform.inputs.limits.MAX_LINE_BYTES` and rows the csv module
+    refuses are problems of their row, never a reason to stop."""
+    too_long: list[int] = []
+    fh, _ = open_input(path, _OPEN)
+    with fh:
+        text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+        reader = csv.DictReader(_bounded_lines(text, too_long))
+        try:
+            fieldnames = reader.fieldnames or []
+        except csv.Error as exc:
+            raise AnalyticsError(f"{path}:1: header: not CSV ({exc})") from None
+        missing = [c for c in USAGE_COLUMNS if c not in fieldnames]
+        if missing:
+            raise AnalyticsError(
+                f"{path}:1: header: missing column(s) {', '.join(missing)} "
+                f"(expected {', '.join(USAGE_COLUMNS)})"
+            )
+        number = 1
+        while True:
+            try:
+                record = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                number += 1
+                yield f"{path}:{number}", f"row: not CSV ({exc})"
+                continue
+            while too_long:
+                yield f"{path}:{too_long.pop(0)}", _LINE_TOO_LONG
+            number += 1
+            yield f"{path}:{number}", record
+        while too_long:
+            yield f"{path}:{too_long.pop(0)}", _LINE_TOO_LONG
+
+
+_LINE_TOO_LONG = (
+    f"line: longer than {MAX_LINE_BYTES // 1024} KiB, the limit for a line of a usage file"
+)
+
+
+def _bounded_lines(text: IO[str], too_long: list[int]) -> Iterator[str]:
+    """The lines of ``text``, none longer than :data:`MAX_LINE_BYTES`
+    characters held at once: a longer line is skipped (its number put in
+    ``too_long``) and an empty line given in its place."""
+    number = 0
+    while True:
+        line = text.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
+            too_long.append(number)
+            while (rest := text.readline(MAX_LINE_BYTES)) and not rest.endswith("\n"):
+                pass
+            yield "\n"
+            continue
+        yield line
 
 
 def read_usage(
@@ -569,7 +674,20 @@ def prometheus_rows(
     import ijson
 
     name = label or str(path)
-    with path.open("rb") as fh:
+    try:
+        fh, _ = open_input(path, _OPEN)
+    except InputError as exc:
+        raise AnalyticsError(str(exc)) from None
+    with fh:
+        # ijson's prefixes grow with the depth (a 200 KiB answer 100,000 deep
+        # took gigabytes): the nesting is measured on the bytes first.
+        scanner = DepthScanner(escape_unprintable(name), LIMITS["prometheus-answer"])
+        try:
+            while block := fh.read(BLOCK_BYTES):
+                scanner.feed(block)
+        except InputError as exc:
+            raise AnalyticsError(f"{exc}: not a Prometheus query_range document") from None
+        fh.seek(0)
         try:
             status = None
             for prefix, _event, value in ijson.parse(fh):
@@ -676,8 +794,13 @@ def jmxtool_rows(
             f"{path}: JmxTool output names no cluster or broker: give --default-cluster NAME "
             "and --broker ID"
         )
-    with path.open(encoding="utf-8") as fh:
-        header = fh.readline().rstrip("\n")
+    fh, _ = open_input(path, _OPEN)
+    with io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="") as text:
+        too_long: list[int] = []
+        lines = _bounded_lines(text, too_long)
+        header = next(lines, "").rstrip("\r\n")
+        if too_long:
+            raise AnalyticsError(f"{path}:1: header: {_LINE_TOO_LONG}")
         columns = _HEADER_SPLIT.split(header.strip().strip('"'))
         if not columns or columns[0] != "time":
             raise AnalyticsError(
@@ -707,8 +830,11 @@ def jmxtool_rows(
                     "ip": props.get("ip"),
                 }
             )
-        for number, line in enumerate(fh, 2):
-            cells = line.rstrip("\n").split(",")
+        for number, line in enumerate(lines, 2):
+            if too_long:
+                yield f"{path}:{too_long.pop(0)}", _LINE_TOO_LONG
+                continue
+            cells = line.rstrip("\r\n").split(",")
             if len(cells) != len(columns):
                 yield f"{path}:{number}", f"row: {len(cells)} values for {len(columns)} columns"
                 continue

@@ -45,6 +45,7 @@ from quotaform.cluster.brokers import read_quota_enforcement
 from quotaform.cluster.connect import connect
 from quotaform.cluster.read import describe_matching
 from quotaform.errors import AnalyticsError
+from quotaform.inputs.limits import LIMITS
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.keys import METRICS
 from quotaform.manifest import load_manifests
@@ -96,6 +97,10 @@ class UsageOptions:
             (``job="kafka"``).
         metric: the usage metric of Prometheus series without ``__name__``
             (``--metric``: a usage metric or exporter metric name).
+        prometheus_timeout_s: the deadline of each ``--prometheus`` request,
+            its answer included, seconds (``None``: 120).
+        max_usage_bytes: the largest usage file or Prometheus answer read,
+            bytes (``None``: :data:`quotaform.inputs.limits.LIMITS`).
     """
 
     paths: tuple[DataPath, ...]
@@ -115,6 +120,8 @@ class UsageOptions:
     prometheus_ca_file: Path | None = None
     metric: str | None = None
     prometheus_match: tuple[str, ...] = ()
+    prometheus_timeout_s: float | None = None
+    max_usage_bytes: int | None = None
 
 
 def _utc(when: datetime | None) -> datetime | None:
@@ -231,6 +238,8 @@ def _with_prometheus(request: AnalyzeCommandRequest, scratch: Path) -> AnalyzeCo
         auth=load_auth(
             os.environ, config=usage.prometheus_config, ca_file=usage.prometheus_ca_file
         ),
+        max_bytes=usage.max_usage_bytes,
+        **({"timeout_s": usage.prometheus_timeout_s} if usage.prometheus_timeout_s else {}),
     )
     into = request.out / "prometheus" if isinstance(request.out, Path) else scratch
     fetched = fetch_usage(query, into, progress=request.view.info)
@@ -282,6 +291,7 @@ def _run_analyze(request: AnalyzeCommandRequest) -> AnalyzeRun:
         quantile=request.quantile,
         headroom=request.headroom,
         request_sizes=dict(request.request_sizes),
+        usage_limits=LIMITS["usage"].with_max_bytes(usage.max_usage_bytes),
     )
     from quotaform.analytics.report import enforcement_warnings, write_reports  # matplotlib
 

@@ -21,7 +21,11 @@ from pathlib import Path
 from quotaform.cluster.storage import live_brokers, publish_records, read_topic, read_volumes
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
-from quotaform.errors import StorageError
+from quotaform.errors import InputError, StorageError
+from quotaform.inputs.depth import check_depth
+from quotaform.inputs.files import decode_text, read_bytes, shown
+from quotaform.inputs.jsondoc import load_json
+from quotaform.inputs.limits import LIMITS
 from quotaform.plan.state import DesiredState, LiveState
 from quotaform.plan.storage import evaluate, scale_desired
 from quotaform.plan.storage_types import (
@@ -95,11 +99,14 @@ def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
         )
     out: list[BrokerSnapshot] = []
     for file in files:
+        limits = LIMITS["volumes"]
         try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StorageError(f"{file}: cannot read: {exc}") from None
-        out += read_snapshot_text(text, str(file))
+            data = read_bytes(file, limits)
+            check_depth(data, shown(file), limits)
+            text = decode_text(data, shown(file), limits)
+        except InputError as exc:
+            raise StorageError(str(exc)) from None
+        out += read_snapshot_text(text, shown(file))
     if not out:
         raise StorageError(f"{given}: no snapshot record in {len(files)} file(s)")
     return out
@@ -117,9 +124,9 @@ def _topic_snapshots(settings: ConnectionSettings, topic: str) -> list[BrokerSna
     for key, (value, offset) in sorted(latest.items()):
         where = f"topic {topic} key {key!r} offset {offset}"
         try:
-            data = json.loads(value)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise StorageError(f"{where}: (json): {exc}") from None
+            data, _ = load_json(value, LIMITS["volume-record"], name=where)
+        except InputError as exc:
+            raise StorageError(f"{exc}") from None
         out.append(parse_snapshot_record(data, where))
     return out
 

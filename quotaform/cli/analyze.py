@@ -41,7 +41,7 @@ from quotaform.cli.options import (
 from quotaform.cli.output import make_console, say
 from quotaform.cli.view import make_view
 from quotaform.kafka.impact import STEADY_RULES
-from quotaform.kafka.units import parse_quota_value
+from quotaform.kafka.units import parse_byte_size, parse_quota_value
 from quotaform.manifest.models import parse_duration
 
 __all__ = ["analyze_app", "register"]
@@ -112,6 +112,28 @@ PrometheusCa = Annotated[
         "--prometheus-ca-file",
         metavar="FILE",
         help="PEM CA certificate(s) of the Prometheus server's TLS certificate.",
+        show_default=False,
+    ),
+]
+PrometheusTimeout = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-timeout",
+        metavar="DURATION",
+        help="The deadline of each --prometheus request, its whole answer included (a server "
+        "that stalls or trickles is cut off then), also sent as Prometheus' query timeout "
+        "(default 2m).",
+        show_default=False,
+    ),
+]
+MaxUsageSize = Annotated[
+    str | None,
+    typer.Option(
+        "--max-usage-size",
+        metavar="SIZE",
+        help="The largest usage file or --prometheus answer read (default 64GiB a file, 2GiB "
+        "an answer): a guard against a wrong path or a runaway answer, not a memory bound "
+        "(usage is streamed).",
         show_default=False,
     ),
 ]
@@ -305,6 +327,8 @@ def _usage(
     prometheus_config: PrometheusConfig = None,
     prometheus_ca_file: PrometheusCa = None,
     prometheus_match: PrometheusMatch = None,
+    prometheus_timeout: PrometheusTimeout = None,
+    max_usage_size: MaxUsageSize = None,
     metric: MetricOption = None,
     engine: EngineOption = Engine.auto,
     master: Master = None,
@@ -338,8 +362,22 @@ def _usage(
         prometheus_config=prometheus_config,
         prometheus_ca_file=prometheus_ca_file,
         prometheus_match=tuple(prometheus_match or ()),
+        prometheus_timeout_s=(
+            _duration(prometheus_timeout) if prometheus_timeout is not None else None
+        ),
+        max_usage_bytes=_size(max_usage_size, "--max-usage-size"),
         metric=metric,
     )
+
+
+def _size(text: str | None, option: str) -> int | None:
+    """Bytes of a size option (``64GiB``), ``None`` when not given."""
+    if text is None:
+        return None
+    try:
+        return parse_byte_size(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 #: What every analysis takes as one :class:`UsageOptions`: the usage paths

@@ -39,7 +39,9 @@ import kafka.errors as kerrors
 
 from quotaform.cluster.wire.client import QuotaAdminClient, metadata_honouring_client
 from quotaform.cluster.wire.connection import ConnectionSettings
-from quotaform.errors import ApplyLockedError, LockError
+from quotaform.errors import ApplyLockedError, InputError, LockError
+from quotaform.inputs.jsondoc import load_json
+from quotaform.inputs.limits import LIMITS
 
 __all__ = ["LOCK_TOPIC", "LockHolder", "acquire", "apply_lock", "current_holder", "release"]
 
@@ -155,8 +157,9 @@ def current_holder(settings: ConnectionSettings) -> LockHolder | None:
     for records in batches.values():
         for record in records:
             try:
-                return LockHolder(**json.loads(record.value))
-            except (TypeError, ValueError):
+                data, _ = load_json(record.value, LIMITS["lock-record"], name=LOCK_TOPIC)
+                return LockHolder(**data)
+            except (InputError, TypeError, ValueError):
                 return None
     return None
 

@@ -54,11 +54,13 @@ from quotaform.cluster.wire.connection import (
     exposed_secret_warning,
     load_connection_settings,
 )
-from quotaform.errors import ClusterConfigError, ConnectionSettingsError
+from quotaform.errors import ClusterConfigError, ConnectionSettingsError, InputError
+from quotaform.inputs.files import read_text
+from quotaform.inputs.limits import LIMITS
+from quotaform.inputs.yamlsource import Loc, compose_documents, describe_yaml_error, locate
 from quotaform.kafka.names import parse_principal
 from quotaform.manifest.files import PROFILES_FILE
 from quotaform.manifest.pydantic_errors import Wording, validation_problems
-from quotaform.manifest.yamlsource import Loc, compose_documents, describe_yaml_error, locate
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
@@ -300,9 +302,10 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
             fields, inline secrets, bad cluster names; every problem at once.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ClusterConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        # A NUL is refused by the YAML reader itself, with its line.
+        text = read_text(path, LIMITS["profiles"], nul=True)
+    except InputError as exc:
+        raise ClusterConfigError(str(exc)) from None
     try:
         documents = list(compose_documents(text))
     except YAMLError as exc:
@@ -404,12 +407,11 @@ def _from_env(profile: ClusterProfile, field: str, var: str, env: Mapping[str, s
 def _from_file(profile: ClusterProfile, path: Path) -> str:
     try:
         # A trailing newline is an editor's or `echo`'s, not part of the secret.
-        value = path.read_text(encoding="utf-8").rstrip("\r\n")
-    except OSError as exc:
+        value = read_text(path, LIMITS["secret"]).rstrip("\r\n")
+    except InputError as exc:
         raise ClusterConfigError(
-            f"cluster {profile.name!r} ({profile.source}): cannot read saslPasswordFile "
-            f"{path}: {exc.strerror or type(exc).__name__}"
-        ) from exc
+            f"cluster {profile.name!r} ({profile.source}): saslPasswordFile {exc}"
+        ) from None
     if not value:
         raise ClusterConfigError(
             f"cluster {profile.name!r} ({profile.source}): saslPasswordFile {path} is empty"

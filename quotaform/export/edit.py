@@ -16,8 +16,11 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.tokens import CommentToken
 
-from quotaform.errors import ExportError
+from quotaform.errors import ExportError, InputError
 from quotaform.export.build import LiveQuotas, quota_entry, yaml_quota_value
+from quotaform.inputs.files import read_text, shown
+from quotaform.inputs.limits import LIMITS
+from quotaform.inputs.yamlsource import check_structure, describe_yaml_error
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.units import parse_quota_value, same_quotas
 from quotaform.manifest.models import EntitySpec
@@ -292,17 +295,20 @@ class ManifestFile:
             ExportError: the file cannot be read or is not YAML.
         """
         try:
-            raw = path.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ExportError(f"{path}: cannot read: {exc}") from None
+            raw = read_text(path, LIMITS["manifest"], nul=True)
+        except InputError as exc:
+            raise ExportError(str(exc)) from None
         crlf = "\r\n" in raw
         text = raw.replace("\r\n", "\n")
         preamble, body = _split_preamble(text)
         yaml = manifest_yaml(explicit_start=body.startswith("---"))
         try:
+            check_structure(body)
             documents = [d for d in yaml.load_all(body) if d is not None]
         except YAMLError as exc:
-            raise ExportError(f"{path}: invalid YAML: {exc}") from None
+            line, message = describe_yaml_error(exc, body)
+            where = f"{shown(path)}:{line}" if line is not None else shown(path)
+            raise ExportError(f"{where}: {message}") from None
         # ruamel writes a one-key map in a flow sequence without braces
         # (`[shape: user]`) unless told: keep the braces the file uses, so
         # `scope: [{shape: user}, ...]` is written back byte for byte.

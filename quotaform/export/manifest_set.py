@@ -19,6 +19,8 @@ from quotaform.export.edit import (
     update_entities,
 )
 from quotaform.export.files import replace_file
+from quotaform.inputs.files import read_bytes
+from quotaform.inputs.limits import LIMITS
 from quotaform.kafka.entity import Entity
 from quotaform.manifest import load_manifests
 from quotaform.manifest.models import API_VERSION, KIND
@@ -120,7 +122,9 @@ def _write_checked(
     """Write the edited files, then load the set; restore them all if it fails."""
     if not changed:
         return
-    originals = {f.path: f.path.read_bytes() for f in changed if f.path.exists()}
+    originals = {
+        f.path: read_bytes(f.path, LIMITS["manifest"]) for f in changed if f.path.exists()
+    }
     created = [f.path for f in changed if f.path not in originals]
     try:
         for f in changed:

@@ -24,7 +24,6 @@ import hmac
 import json
 import math
 import os
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,14 +31,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from quotaform.errors import PlanFileError, PlanKeyError
-from quotaform.formats.jsonsource import json_lines
+from quotaform.errors import InputError, PlanFileError, PlanKeyError
 from quotaform.formats.plan import ChangeDoc, PlanDocument, plan_data, plan_from_document
+from quotaform.inputs.files import open_input
+from quotaform.inputs.jsondoc import load_json
+from quotaform.inputs.jsonsource import json_lines
+from quotaform.inputs.limits import LIMITS
 from quotaform.kafka.entity import Entity, escape_unprintable
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.names import entity_problem, quota_problem
-from quotaform.kafka.units import MAX_VALUE_TEXT, same_value
-from quotaform.manifest.files import special_kind
+from quotaform.kafka.units import same_value
 from quotaform.manifest.pydantic_errors import validation_problems
 from quotaform.plan.differences import differences, path_text
 from quotaform.plan.model import PLAN_FORMAT_VERSION, EntityChange, Plan
@@ -159,14 +160,14 @@ def write_plan_file(
 def is_plan_file(path: str | Path) -> bool:
     """True when ``path`` is a file whose content is a JSON object (a saved
     plan), as opposed to a YAML manifest or a directory."""
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).is_file():
         return False
     try:
-        with p.open("rb") as fh:
-            head = fh.read(64).lstrip()
-    except OSError:
+        fh, _ = open_input(path, LIMITS["plan"])
+    except InputError:
         return False
+    with fh:
+        head = fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
     return head.startswith(b"{")
 
 
@@ -182,87 +183,18 @@ def read_plan_file(
     return saved.plan, saved.review
 
 
-#: Largest plan file read, in bytes (a plan of 100,000 entities is about 40 MiB).
-MAX_PLAN_FILE_BYTES = 256 * 1024 * 1024
 #: Errors listed in one refusal before "... and N more".
 _MAX_LISTED = 10
 
 
-class _Refused(Exception):
-    """A token the strict JSON reader refuses, with where to find it."""
-
-    def __init__(self, message: str, token: str) -> None:
-        super().__init__(message)
-        self.token = token
-
-
-def _number(convert: Any) -> Any:
-    def parse(text: str) -> Any:
-        if len(text) > MAX_VALUE_TEXT:
-            raise _Refused(
-                f"a number of {len(text)} characters: too long to be a plan value "
-                f"(at most {MAX_VALUE_TEXT})",
-                text[:MAX_VALUE_TEXT],
-            )
-        return convert(text)
-
-    return parse
-
-
-def _constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a number JSON allows, nor a quota value Kafka accepts", name)
-
-
-def _line_of(text: str, token: str) -> int | None:
-    at = text.find(token)
-    return None if at < 0 else text.count("\n", 0, at) + 1
-
-
 def _read_json(path: str | Path, shown: str) -> tuple[Any, str]:
-    """The JSON document in ``path`` and its text, read within bounds: a
-    regular file only (a FIFO or device is refused without blocking), at most
-    :data:`MAX_PLAN_FILE_BYTES`, numbers of at most
-    :data:`~quotaform.kafka.units.MAX_VALUE_TEXT` characters, no ``NaN`` /
-    ``Infinity``, nesting within the interpreter's recursion limit."""
+    """The JSON document in ``path`` and its text, read within the bounds of
+    a saved plan (:data:`quotaform.inputs.limits.LIMITS` ``["plan"]``: a
+    regular file, size, nesting, number length, no ``NaN`` / ``Infinity``)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise PlanFileError(f"cannot read plan file {shown}: {exc.strerror}") from None
-    mode = os.fstat(fd).st_mode
-    kind = "a directory" if stat.S_ISDIR(mode) else special_kind(mode)
-    if kind is not None:
-        os.close(fd)
-        raise PlanFileError(
-            f"{shown} is not a regular file ({kind}): a plan file is read only from a regular file"
-        )
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(MAX_PLAN_FILE_BYTES + 1)
-    if len(data) > MAX_PLAN_FILE_BYTES:
-        raise PlanFileError(
-            f"{shown} is larger than {MAX_PLAN_FILE_BYTES // (1024 * 1024)} MiB: too large "
-            "to be a quotaform plan file"
-        )
-    try:
-        text = data.decode("utf-8")
-        document = json.loads(
-            text,
-            parse_int=_number(int),
-            parse_float=_number(float),
-            parse_constant=_constant,
-        )
-        return document, text
-    except UnicodeDecodeError as exc:
-        raise PlanFileError(f"{shown} is not a quotaform plan file (not UTF-8: {exc})") from None
-    except json.JSONDecodeError as exc:
-        raise PlanFileError(f"{shown} is not a quotaform plan file (not JSON: {exc})") from None
-    except RecursionError:
-        raise PlanFileError(
-            f"{shown} is nested too deeply to be a quotaform plan file (refused)"
-        ) from None
-    except _Refused as exc:
-        line = _line_of(text, exc.token)
-        where = f"{shown}:{line}" if line is not None else shown
-        raise PlanFileError(f"{where}: {exc}: not a quotaform plan file") from None
+        return load_json(path, LIMITS["plan"], name=shown)
+    except InputError as exc:
+        raise PlanFileError(f"{exc}: not a quotaform plan file") from None
 
 
 def _schema_problems(exc: ValidationError, shown: str, text: str) -> list[str]:

@@ -23,7 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from quotaform.errors import StorageError
+from quotaform.errors import InputError, StorageError
+from quotaform.inputs.jsondoc import loads_json
+from quotaform.inputs.limits import LIMITS
 from quotaform.kafka.units import format_quota_value
 from quotaform.manifest.pydantic_errors import Locator, validation_problems
 from quotaform.plan.storage_types import (
@@ -197,18 +199,19 @@ def read_snapshot_text(text: str, where: str) -> Iterator[BrokerSnapshot]:
     Raises:
         StorageError: bad JSON or a bad record, naming the file, line and field.
     """
+    limits = LIMITS["volumes"]
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            records = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise StorageError(f"{where}:{exc.lineno}: (json): {exc.msg}") from None
+            records = loads_json(text, where, limits)
+        except InputError as exc:
+            raise StorageError(f"{where}:{exc.line}: (json): {exc.reason}") from None
         for index, record in enumerate(records):
             yield parse_snapshot_record(record, f"{where}[{index}]")
         return
     try:
-        whole = json.loads(text) if stripped.startswith("{") else None
-    except json.JSONDecodeError:
+        whole = loads_json(text, where, limits) if stripped.startswith("{") else None
+    except InputError:
         whole = None  # JSON Lines
     if isinstance(whole, dict):
         yield parse_snapshot_record(whole, where, 1)
@@ -217,9 +220,9 @@ def read_snapshot_text(text: str, where: str) -> Iterator[BrokerSnapshot]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise StorageError(f"{where}:{number}: (json): {exc.msg}") from None
+            record = loads_json(line, where, limits)
+        except InputError as exc:
+            raise StorageError(f"{where}:{number}: (json): {exc.reason}") from None
         yield parse_snapshot_record(record, where, number)
 
 

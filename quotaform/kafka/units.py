@@ -63,6 +63,7 @@ __all__ = [
     "format_measured",
     "format_quota_value",
     "java_double_text",
+    "parse_byte_size",
     "parse_quota_value",
     "readable_quota",
     "render_raw",
@@ -94,6 +95,20 @@ def byte_unit(name: str) -> int | None:
     """The size in bytes of byte-rate unit ``name`` in any case (``"mib"`` ->
     1048576), ``None`` when it is not a unit."""
     return _UNIT_BY_FOLDED.get(name.casefold())
+
+
+def parse_byte_size(text: str) -> int:
+    """A size in bytes as people write it: ``64GiB``, ``500MB``, ``1048576``
+    (the units of :data:`BYTE_UNITS`, any case), rounded down to whole bytes.
+
+    Raises:
+        ValueError: not a positive size.
+    """
+    m = _BYTE_RATE_RE.match(text.strip()) if len(text) <= MAX_VALUE_TEXT else None
+    size = None if m is None else (1 if m.group("unit") is None else byte_unit(m.group("unit")))
+    if m is None or size is None or Decimal(m.group("num")) <= 0:
+        raise ValueError(f"{text!r} is not a size (examples: 64GiB, 500MB, 1048576)")
+    return int(Decimal(m.group("num")) * size)
 
 
 #: The binary byte units, largest first: :func:`format_quota_value` tries them

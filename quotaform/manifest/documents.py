@@ -1,7 +1,7 @@
 """One manifest document: read from YAML, validated by the models, with line
 numbers for every problem.
 
-Lines come from ruamel.yaml's node trees (:mod:`quotaform.manifest.yamlsource`),
+Lines come from ruamel.yaml's node trees (:mod:`quotaform.inputs.yamlsource`),
 which remember where each key and item was written; pydantic's error locations
 are walked down that tree. A document that fails validation keeps the parts
 that validate on their own (:func:`_salvage`), so the set-level checks of
@@ -19,7 +19,10 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml.error import YAMLError
 
-from quotaform.errors import ManifestProblem
+from quotaform.errors import InputError, ManifestProblem
+from quotaform.inputs.files import read_text
+from quotaform.inputs.limits import LIMITS
+from quotaform.inputs.yamlsource import Lines, Loc, describe_yaml_error, read_documents
 from quotaform.kafka.entity import Entity, escape_unprintable
 from quotaform.kafka.units import render_raw
 from quotaform.manifest.files import find_manifest_files
@@ -35,7 +38,6 @@ from quotaform.manifest.models import (
     StoragePolicySpec,
 )
 from quotaform.manifest.pydantic_errors import Wording, suggest, validation_problems
-from quotaform.manifest.yamlsource import Lines, Loc, describe_yaml_error, read_documents
 from quotaform.plan.state import SourceLocation
 
 __all__ = ["DeclaredEntry", "Document", "read_set", "written_ip"]
@@ -48,16 +50,14 @@ def _yaml_problem(path: str, exc: YAMLError, text: str) -> ManifestProblem:
 
 def _read_documents(path: Path, problems: list[ManifestProblem]) -> Iterator[tuple[Any, Lines]]:
     """``(plain data, lines)`` of each non-empty document
-    (:func:`quotaform.manifest.yamlsource.read_documents`); read and YAML errors
+    (:func:`quotaform.inputs.yamlsource.read_documents`); read and YAML errors
     become problems."""
     display = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        problems.append(ManifestProblem(display, None, "(file)", f"not UTF-8 text: {exc.reason}"))
-        return
-    except OSError as exc:
-        problems.append(ManifestProblem(display, None, "(file)", f"cannot read: {exc.strerror}"))
+        # A NUL is refused by the YAML reader itself, with its line.
+        text = read_text(path, LIMITS["manifest"], nul=True)
+    except InputError as exc:
+        problems.append(ManifestProblem(display, exc.line, "(file)", exc.reason))
         return
     try:
         yield from read_documents(text)

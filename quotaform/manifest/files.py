@@ -3,12 +3,13 @@ by ``import`` (which must edit a file of the set)."""
 
 from __future__ import annotations
 
+import errno
 import logging
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from quotaform.errors import ManifestProblem
+from quotaform.inputs.files import special_kind
 
 _log = logging.getLogger(__name__)
 
@@ -17,7 +18,6 @@ __all__ = [
     "PROFILES_FILE",
     "find_manifest_files",
     "is_member",
-    "special_kind",
 ]
 
 #: File suffixes picked up when a directory is given.
@@ -32,27 +32,12 @@ def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
-def special_kind(mode: int) -> str | None:
-    """What a file of ``st_mode`` ``mode`` is when it is neither a regular
-    file nor a directory (``"a FIFO"``, which would block a reader forever;
-    ``"a socket"``, ``"a device"``), else ``None``."""
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a file"
-
-
 def _special(path: Path) -> str | None:
     """:func:`special_kind` of an existing ``path``, ``None`` when it is missing."""
     try:
         return special_kind(path.stat().st_mode)
-    except OSError:
-        return None
+    except OSError as exc:
+        return "a symbolic link loop" if exc.errno == errno.ELOOP else None
 
 
 def find_manifest_files(

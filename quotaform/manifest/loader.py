@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from quotaform.errors import ManifestError, ManifestProblem
+from quotaform.inputs.yamlsource import gc_paused
 from quotaform.kafka.entity import USER, Entity, shape_from_name, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.names import user_name_problems
@@ -27,7 +28,6 @@ from quotaform.kafka.resolution import Principal, QuotaIndex, ShadowKind, shadow
 from quotaform.kafka.units import render_raw
 from quotaform.manifest.documents import DeclaredEntry, Document, read_set, written_ip
 from quotaform.manifest.models import ALL_CLUSTERS, ScopeEntry
-from quotaform.manifest.yamlsource import gc_paused
 from quotaform.plan.state import (
     ChangeBudget,
     DesiredEntity,

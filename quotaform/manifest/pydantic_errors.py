@@ -30,7 +30,7 @@ Loc = tuple[int | str, ...]
 
 Locator = Callable[[Loc], tuple[int | None, str]]
 """A field path -> ``(1-based line or None, the path as the file's readers
-write it)``, e.g. :meth:`quotaform.manifest.yamlsource.Lines.locate`."""
+write it)``, e.g. :meth:`quotaform.inputs.yamlsource.Lines.locate`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from quotaform.errors import SandboxError
+from quotaform.errors import InputError, SandboxError
+from quotaform.inputs.jsondoc import load_json
+from quotaform.inputs.limits import LIMITS
 from quotaform.sandbox.jars import (
     DEFAULT_KAFKA_VERSION,
     FAST_START_JVM_OPTIONS,
@@ -1552,17 +1554,15 @@ def _state_lock(states: Path, name: str) -> Iterator[None]:
 
 def _load_state(states: Path, name: str) -> SandboxBroker | None:
     path = _state_path(states, name)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except OSError as exc:
-        raise SandboxError(f"Cannot read sandbox state {path}: {exc}") from exc
     try:
-        return SandboxBroker.from_json(json.loads(text))
-    except (ValueError, KeyError, TypeError) as exc:
+        data, _ = load_json(path, LIMITS["state"])
+        return SandboxBroker.from_json(data)
+    except (InputError, ValueError, KeyError, TypeError) as exc:
+        why = exc.reason if isinstance(exc, InputError) else exc
         raise SandboxError(
-            f"Sandbox state file {path} is unreadable ({exc}). If no sandbox broker "
+            f"Sandbox state file {path} is unreadable ({why}). If no sandbox broker "
             f"is running, delete the file; otherwise stop the java kafka.Kafka process "
             f"it belongs to first."
         ) from exc

@@ -16,6 +16,7 @@ Two jobs for the live-metrics tests and recordings:
 
 from __future__ import annotations
 
+import http.client
 import io
 import logging
 import time
@@ -27,8 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
-from quotaform.errors import SandboxError
+from quotaform.errors import InputError, SandboxError
+from quotaform.inputs.files import read_text, shown
+from quotaform.inputs.http import receive_body
+from quotaform.inputs.limits import LIMITS
+from quotaform.inputs.yamlsource import check_structure, describe_yaml_error
 from quotaform.sandbox.jars import JMX_EXPORTER_VERSION, ensure_jmx_exporter, find_java
 from quotaform.sandbox.processes import (
     CHILDREN,
@@ -72,6 +78,20 @@ def _yaml() -> YAML:
     return yaml
 
 
+def _rules_text(path: Path) -> str:
+    """An exporter rules file's text, read within bounds and checked for
+    aliases and depth before ruamel's recursive loader sees it."""
+    try:
+        text = read_text(path, LIMITS["exporter-rules"], nul=True)
+        check_structure(text)
+    except InputError as exc:
+        raise SandboxError(str(exc)) from None
+    except YAMLError as exc:
+        line, message = describe_yaml_error(exc, text)
+        raise SandboxError(f"{shown(path)}:{line}: {message}") from None
+    return text
+
+
 def load_exporter_config(path: Path) -> dict[str, Any]:
     """Read a JMX exporter config: a plain one (``rules:``, ``lowercaseOutputName``
     ...), or the one inside a Strimzi metrics ConfigMap (any document of the
@@ -86,13 +106,23 @@ def load_exporter_config(path: Path) -> dict[str, Any]:
     """
     yaml = _yaml()
     try:
-        documents = [d for d in yaml.load_all(path.read_text(encoding="utf-8")) if d is not None]
+        documents = [d for d in yaml.load_all(_rules_text(path)) if d is not None]
+    except SandboxError:
+        raise
     except Exception as exc:  # ruamel raises several unrelated classes
-        raise SandboxError(f"{path}: not readable YAML: {exc}") from exc
+        raise SandboxError(f"{shown(path)}: not readable YAML: {exc}") from exc
     for document in documents:
         data = document.get("data") if isinstance(document, dict) else None
         if isinstance(data, dict) and STRIMZI_CONFIG_KEY in data:
-            inner = yaml.load(data[STRIMZI_CONFIG_KEY])
+            inner_text = str(data[STRIMZI_CONFIG_KEY])
+            try:
+                check_structure(inner_text)
+            except YAMLError as exc:
+                _, message = describe_yaml_error(exc, inner_text)
+                raise SandboxError(
+                    f"{shown(path)}: data.{STRIMZI_CONFIG_KEY}: {message}"
+                ) from None
+            inner = yaml.load(inner_text)
             if isinstance(inner, dict):
                 return inner
     for document in documents:
@@ -113,9 +143,11 @@ def load_rules(path: Path) -> list[dict[str, Any]]:
     """
     yaml = _yaml()
     try:
-        loaded = yaml.load(path.read_text(encoding="utf-8"))
+        loaded = yaml.load(_rules_text(path))
+    except SandboxError:
+        raise
     except Exception as exc:
-        raise SandboxError(f"{path}: not readable YAML: {exc}") from exc
+        raise SandboxError(f"{shown(path)}: not readable YAML: {exc}") from exc
     rules = loaded if isinstance(loaded, list) else load_exporter_config(path).get("rules")
     if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
         raise SandboxError(f"{path}: expected a list of exporter rules")
@@ -251,11 +283,22 @@ def scrape(port: int, *, timeout_s: float = 10.0) -> str:
     Raises:
         SandboxError: no answer or a non-200 status.
     """
+    url = f"http://127.0.0.1:{port}/metrics"
+    body = io.BytesIO()
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as r:
-            return str(r.read().decode("utf-8", errors="replace"))
-    except (urllib.error.URLError, OSError) as exc:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            receive_body(
+                r,
+                body,
+                source=url,
+                limits=LIMITS["exporter-answer"],
+                deadline=time.monotonic() + timeout_s,
+            )
+    except InputError as exc:
+        raise SandboxError(f"scraping {exc}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         raise SandboxError(f"scraping 127.0.0.1:{port}/metrics failed: {exc}") from exc
+    return body.getvalue().decode("utf-8", errors="replace")
 
 
 def _answers(server: ExporterServer) -> bool:

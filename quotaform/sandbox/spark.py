@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quotaform.errors import SandboxError
+from quotaform.errors import InputError, SandboxError
+from quotaform.inputs.jsondoc import load_json
+from quotaform.inputs.limits import LIMITS
 from quotaform.sandbox.jars import cache_root, find_java
 from quotaform.sandbox.processes import (
     CHILDREN,
@@ -324,11 +326,13 @@ def stop_spark(name: str, *, state_dir: Path | None = None, timeout_s: float = 1
     """
     states = state_dir or spark_state_dir()
     path = states / f"{name}.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         return False
-    except (OSError, ValueError) as exc:
+    try:
+        record, _ = load_json(path, LIMITS["state"])
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+    except (InputError, ValueError) as exc:
         log.warning("removing unreadable Spark state %s: %s", path, exc)
         path.unlink(missing_ok=True)
         return True

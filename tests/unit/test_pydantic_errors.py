@@ -10,9 +10,9 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from quotaform.formats.jsonsource import json_lines
+from quotaform.inputs.jsonsource import json_lines
+from quotaform.inputs.yamlsource import compose_documents, locate
 from quotaform.manifest.pydantic_errors import SCHEMA_WORDS, Loc, Wording, validation_problems
-from quotaform.manifest.yamlsource import compose_documents, locate
 from tests.unit.builders import data_paths
 
 

@@ -22,9 +22,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.resolver import VersionedResolver
 
 from quotaform.errors import ManifestError
-from quotaform.manifest import load_manifests, yamlsource
-from quotaform.manifest.documents import read_set
-from quotaform.manifest.yamlsource import (
+from quotaform.inputs import yamlsource
+from quotaform.inputs.yamlsource import (
     TESTED_RUAMEL,
     Loc,
     compose_documents,
@@ -32,6 +31,8 @@ from quotaform.manifest.yamlsource import (
     locate,
     read_documents,
 )
+from quotaform.manifest import load_manifests
+from quotaform.manifest.documents import read_set
 from tests.unit.builders import data_paths
 
 ROOT = Path(__file__).resolve().parents[2]

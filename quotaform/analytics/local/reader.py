@@ -55,7 +55,10 @@ from quotaform.analytics.usage import (
     prometheus_rows,
     usage_files,
 )
-from quotaform.errors import AnalyticsError
+from quotaform.errors import AnalyticsError, InputError
+from quotaform.inputs.files import open_input
+from quotaform.inputs.jsondoc import scan_json_lines
+from quotaform.inputs.limits import LIMITS, MAX_LINE_BYTES, Limits
 
 __all__ = ["BATCH_ROWS", "CodedUsage", "read_coded_usage"]
 
@@ -64,6 +67,8 @@ __all__ = ["BATCH_ROWS", "CodedUsage", "read_coded_usage"]
 #: enough to bound the memory of one batch (~100 MiB).
 BATCH_ROWS = 1 << 20
 _BLOCK_BYTES = 64 << 20
+#: How the readers open a usage file: its size was judged by ``usage_files``.
+_OPEN = Limits("usage file", 1 << 62)
 _TEXT = ("cluster", "broker", "user", "client_id", "ip")
 #: The bits a packed key may use (tests lower it to exercise the paired keys).
 _KEY_BITS = 63
@@ -407,21 +412,34 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
 def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
-    schema = pq.read_schema(path)
-    text = [
-        c for c in (*_TEXT, "metric") if c in schema.names and schema.field(c).type == pa.string()
-    ]
-    # Text columns stay dictionary-encoded as Parquet stores them: codes, not strings.
-    file = pq.ParquetFile(path, read_dictionary=text)
-    columns = [c for c in USAGE_COLUMNS if c in schema.names]
-    yield from file.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    fh, _ = open_input(path, _OPEN)
+    with fh:
+        schema = pq.read_schema(fh)
+        text = [
+            c
+            for c in (*_TEXT, "metric")
+            if c in schema.names and schema.field(c).type == pa.string()
+        ]
+        # Text columns stay dictionary-encoded as Parquet stores them: codes, not strings.
+        file = pq.ParquetFile(fh, read_dictionary=text)
+        columns = [c for c in USAGE_COLUMNS if c in schema.names]
+        yield from file.iter_batches(batch_size=BATCH_ROWS, columns=columns)
 
 
 def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
     import pyarrow.csv as pacsv
 
-    with path.open(encoding="utf-8", newline="") as fh:
-        header = next(csv.reader(fh), [])
+    fh, _ = open_input(path, _OPEN)
+    with fh:
+        first = fh.readline(MAX_LINE_BYTES + 1)
+    if len(first) > MAX_LINE_BYTES:
+        raise AnalyticsError(
+            f"{path}:1: header: longer than {MAX_LINE_BYTES // 1024} KiB: not a usage header"
+        )
+    try:
+        header = next(csv.reader([first.decode("utf-8", errors="replace")]), [])
+    except csv.Error as exc:
+        raise AnalyticsError(f"{path}:1: header: not CSV ({exc})") from None
     missing = [c for c in USAGE_COLUMNS if c not in header]
     if missing:
         raise AnalyticsError(
@@ -445,6 +463,15 @@ def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
 def _jsonl_batches(path: Path) -> Iterator[pa.RecordBatch]:
     import pyarrow.json as pajson
 
+    # Arrow's JSON parser recurses per level on the C stack (a segmentation
+    # fault at 100,000): a file with a line nested too deeply is left to the
+    # Python reader, which names that line among the rejected rows.
+    fh, _ = open_input(path, _OPEN)
+    with fh:
+        try:
+            scan_json_lines(fh, str(path), LIMITS["usage"])
+        except InputError as exc:
+            raise _PythonReader(str(exc)) from None
     text = ("cluster", "broker", "timestamp", "metric", "user", "client_id", "ip")
     reader = pajson.open_json(
         path,
@@ -457,13 +484,19 @@ def _jsonl_batches(path: Path) -> Iterator[pa.RecordBatch]:
     yield from reader
 
 
+class _PythonReader(Exception):
+    """A file Arrow must not read (it would crash): read it with the Python
+    reader, which judges it row by row."""
+
+
 def _jsonl_line_numbers(path: Path, records: Sequence[int]) -> dict[int, int]:
     """The line numbers of the given record indices (0-based) of a JSON Lines
     file: blank lines are skipped by both readers but numbered."""
     wanted = set(records)
     found: dict[int, int] = {}
     index = 0
-    with path.open(encoding="utf-8") as fh:
+    fh, _ = open_input(path, _OPEN)
+    with fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -579,6 +612,7 @@ def read_coded_usage(
     broker: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    limits: Limits = LIMITS["usage"],
 ) -> tuple[CodedUsage, Rejections]:
     """Every usable row of every file with ``since <= timestamp < until`` of
     a cluster in ``clusters``, coded by series, and what was rejected or
@@ -590,6 +624,7 @@ def read_coded_usage(
             (``cluster``) after the time filter.
         fmt, labels, cluster, broker: as :func:`~quotaform.analytics.usage.read_usage`.
         since, until: the time range (naive times are UTC); ``None``: open.
+        limits: the bounds of a usage file (``--max-usage-size``).
 
     Raises:
         AnalyticsError: a file cannot be read at all (named), or rows were
@@ -597,7 +632,7 @@ def read_coded_usage(
     """
     builder = _Builder(clusters, since, until)
     rejected = Rejections()
-    for path in usage_files(paths, rejected):
+    for path in usage_files(paths, rejected, limits=limits):
         kind = detect_format(path) if fmt is UsageFormat.auto else fmt
         if kind is UsageFormat.prometheus:
             records = prometheus_rows(path, labels or LabelMap(), rejected)
@@ -616,7 +651,7 @@ def read_coded_usage(
         mark, before = builder.mark(), deepcopy(rejected)
         try:
             _arrow_file(path, arrow_kind, builder, rejected)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, _PythonReader):
             builder.restore(mark)
             rejected.count, rejected.by_reason = before.count, before.by_reason
             rejected.examples, rejected.skipped = before.examples, before.skipped

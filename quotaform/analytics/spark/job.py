@@ -52,6 +52,7 @@ from quotaform.analytics.usage import (
     usage_files,
 )
 from quotaform.errors import AnalyticsError
+from quotaform.inputs.limits import LIMITS, Limits
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
@@ -439,7 +440,11 @@ _DATA_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
 
 
 def _usage_inputs(
-    spark: SparkSession, paths: Sequence[DataPath], fmt: UsageFormat, skipped: Rejections
+    spark: SparkSession,
+    paths: Sequence[DataPath],
+    fmt: UsageFormat,
+    skipped: Rejections,
+    limits: Limits,
 ) -> list[tuple[DataPath, UsageFormat, bool]]:
     """Each usage file as (where, layout, local?): local paths listed with
     :func:`usage_files`, URIs listed by Spark (``binaryFile``, content not
@@ -453,7 +458,7 @@ def _usage_inputs(
     found: list[tuple[DataPath, UsageFormat, bool]] = []
     for given in paths:
         if isinstance(given, Path):
-            for path in usage_files([given], skipped):
+            for path in usage_files([given], skipped, limits=limits):
                 found.append((path, detect_format(path) if fmt is UsageFormat.auto else fmt, True))
             continue
         listed = _listed(spark, given)
@@ -586,6 +591,7 @@ def read_usage_counted(
     known: Sequence[str] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    limits: Limits = LIMITS["usage"],
 ) -> tuple[DataFrame, Rejections, int]:
     """The usable usage rows with ``since <= timestamp < until`` as a
     DataFrame (USAGE_SCHEMA), what was rejected, and how many rows are usable
@@ -612,7 +618,7 @@ def read_usage_counted(
     bad: list[DataFrame] = []
     generic: dict[str, list[str]] = {"parquet": [], "csv": [], "json": []}
     parsed: list[pa.RecordBatch] = []
-    for where, kind, local in _usage_inputs(spark, paths, fmt, rejected):
+    for where, kind, local in _usage_inputs(spark, paths, fmt, rejected, limits):
         if kind in (UsageFormat.prometheus, UsageFormat.jmxtool):
             with _local_copy(spark, where, local) as path:
                 records = (

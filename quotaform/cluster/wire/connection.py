@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from quotaform.errors import ConnectionSettingsError
+from quotaform.errors import ConnectionSettingsError, InputError
+from quotaform.inputs.files import read_text
+from quotaform.inputs.limits import LIMITS
 
 __all__ = [
     "ENV_BOOTSTRAP",
@@ -152,10 +154,9 @@ def _from_properties(path: Path) -> dict[str, Any]:
     import javaproperties  # here: only --command-config needs it (10 ms of imports)
 
     try:
-        with path.open(encoding="utf-8") as fh:
-            props: dict[str, str] = javaproperties.load(fh)
-    except OSError as exc:
-        raise ConnectionSettingsError(f"cannot read --command-config {path}: {exc}") from exc
+        props: dict[str, str] = javaproperties.loads(read_text(path, LIMITS["command-config"]))
+    except InputError as exc:
+        raise ConnectionSettingsError(f"--command-config {exc}") from None
     source = str(path)
     out: dict[str, Any] = {}
     unsupported: list[str] = []

@@ -1,13 +1,19 @@
 """YAML sources with line numbers: read documents as plain data plus their node
 trees, and locate a field path in a node tree.
 
-Shared by the manifest loader and the cluster profiles file, so both report
-problems as ``path:line: field: message`` the same way.
+Every YAML quotaform reads comes through here (manifests, the cluster
+profiles file, Prometheus' HTTP client configuration), so all report
+problems as ``path:line: field: message`` the same way. The text itself is
+read by :mod:`quotaform.inputs.files` (size, UTF-8, NUL).
 
 Hostile input stays bounded: aliases (``*name``) are refused, since manifests
-never need them and a few nested ones expand into billions of nodes; integers
-too long to be a quota value are kept as their text, for the value parser to
-refuse with its field path (Python refuses to convert more than 4,300 digits).
+never need them and a few nested ones expand into billions of nodes; nesting
+deeper than :data:`~quotaform.inputs.limits.MAX_DEPTH` is refused by counting
+the parser's events (:class:`DepthRefused`) before anything recursive sees
+it (ruamel's composer and constructor recurse per level, and a 100,000-deep
+value took 22 GB); integers too long to be a quota value are kept as their
+text, for the value parser to refuse with its field path (Python refuses to
+convert more than 4,300 digits).
 
 The fast path (libyaml's events straight to plain data, :func:`read_documents`)
 and libyaml's composer (:func:`compose_documents`) use ruamel.yaml internals,
@@ -48,6 +54,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import VersionedResolver
 
+from quotaform.inputs.limits import MAX_DEPTH
 from quotaform.kafka.entity import escape_unprintable
 
 if TYPE_CHECKING:
@@ -57,8 +64,10 @@ __all__ = [
     "MAX_NUMBER_DIGITS",
     "TESTED_RUAMEL",
     "AliasRefused",
+    "DepthRefused",
     "Lines",
     "Loc",
+    "check_structure",
     "compose_documents",
     "describe_yaml_error",
     "fast_path_supported",
@@ -119,6 +128,18 @@ class AliasRefused(YAMLError):
         super().__init__(f"alias *{name}")
         self.line = line
         self.name = name
+
+
+class DepthRefused(YAMLError):
+    """The text nests mappings and sequences deeper than ``limit``; ``line``
+    (1-based) is where the first collection past the limit opens. Found by
+    counting the parser's events, before anything is composed or constructed
+    (ruamel's composer and constructor recurse per level)."""
+
+    def __init__(self, line: int, limit: int) -> None:
+        super().__init__(f"nested more than {limit} deep")
+        self.line = line
+        self.limit = limit
 
 
 class _Constructor(SafeConstructor):
@@ -183,27 +204,56 @@ _TAGS: dict[str, Tag] = {}
 _C_TABLE: dict[str | None, tuple[tuple[Tag, Any], ...]] = {}
 
 
-def _refuse_aliases(text: str) -> None:
-    """Raise :class:`AliasRefused` at the first alias before a syntax error.
-    Only a text with ``*`` can hold one, so the event scan runs only then;
-    syntax errors are left to the composer to report."""
-    if "*" not in text:
-        return
+def check_structure(text: str, *, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse ``text`` before another YAML loader (ruamel's round-trip
+    loader, which recurses per level) reads it: the checks of
+    :func:`compose_documents`.
+
+    Raises:
+        AliasRefused, DepthRefused: as :func:`compose_documents`.
+    """
+    _prescan(text, max_depth)
+
+
+def _prescan(text: str, max_depth: int) -> None:
+    """Raise :class:`AliasRefused` at the first alias and :class:`DepthRefused`
+    where the nesting passes ``max_depth``, before a syntax error; syntax
+    errors are left to the composer to report. The events come from libyaml
+    where the fast path may use it; if libyaml stops early (it reads YAML
+    1.1, which refuses some YAML 1.2), ruamel's own parser scans again: its
+    verdict is the one that stands. Both parsers keep their state in lists,
+    never on the call stack."""
+    if _scan_events(text, max_depth, pure=not _FAST_PATH) and _FAST_PATH:
+        _scan_events(text, max_depth, pure=True)
+
+
+def _scan_events(text: str, max_depth: int, *, pure: bool) -> bool:
+    """One event scan (:func:`_prescan`); whether the parser stopped at a
+    syntax error."""
+    depth = 0
     try:
-        for event in YAML(typ="safe", pure=True).parse(text):
-            if isinstance(event, AliasEvent):
+        for event in YAML(typ="safe", pure=pure).parse(text):
+            kind = type(event)
+            if kind is MappingStartEvent or kind is SequenceStartEvent:
+                depth += 1
+                if depth > max_depth:
+                    raise DepthRefused(event.start_mark.line + 1, max_depth)
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                depth -= 1
+            elif kind is AliasEvent:
                 raise AliasRefused(event.start_mark.line + 1, str(event.anchor))
-    except AliasRefused:
+    except (AliasRefused, DepthRefused):
         raise
     except YAMLError:
-        return
+        return True
+    return False
 
 
 Loc = tuple[int | str, ...]
 """A field path: mapping keys and sequence indexes, as pydantic's ``loc``."""
 
 
-def compose_documents(text: str) -> Iterator[tuple[Any, Node]]:
+def compose_documents(text: str, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Any, Node]]:
     """``(plain data, node)`` of each non-empty YAML document in ``text``.
 
     The node tree's marks give line numbers; ruamel's safe constructor turns
@@ -219,9 +269,10 @@ def compose_documents(text: str) -> Iterator[tuple[Any, Node]]:
     Raises:
         YAMLError: from ruamel's parser (see :func:`describe_yaml_error`),
             after yielding the documents before the error; :class:`AliasRefused`
-            before any document when the text uses an alias.
+            before any document when the text uses an alias,
+            :class:`DepthRefused` when it nests deeper than ``max_depth``.
     """
-    _refuse_aliases(text)
+    _prescan(text, max_depth)
     documents, error = _compose(text, pure=not _FAST_PATH)
     if error is not None and _FAST_PATH:
         documents, error = _compose(text, pure=True)
@@ -308,6 +359,11 @@ def describe_yaml_error(exc: YAMLError, text: str | None = None) -> tuple[int | 
     if isinstance(exc, AliasRefused):
         return exc.line, (
             f"YAML aliases are not allowed in manifests (*{exc.name}): write the value out"
+        )
+    if isinstance(exc, DepthRefused):
+        return exc.line, (
+            f"nested too deeply: mappings and lists more than {exc.limit} levels deep "
+            "(the limit for YAML quotaform reads): refused"
         )
     if isinstance(exc, ReaderError):
         line = text.count("\n", 0, exc.position) + 1 if text is not None else None
@@ -411,7 +467,7 @@ class _Slow(Exception):
     """The fast reader met something it leaves to :func:`compose_documents`."""
 
 
-def read_documents(text: str) -> Iterator[tuple[Any, Lines]]:
+def read_documents(text: str, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Any, Lines]]:
     """``(plain data, lines)`` of each non-empty YAML document in ``text``:
     the same documents, values and errors as :func:`compose_documents`.
 
@@ -425,7 +481,9 @@ def read_documents(text: str) -> Iterator[tuple[Any, Lines]]:
     sends the whole text to :func:`compose_documents`, whose verdict and
     messages stand.
 
-    The fast path is taken only where :func:`fast_path_supported`.
+    The fast path is taken only where :func:`fast_path_supported`. Its
+    depth bound is checked as it reads (a :class:`DepthRefused` stands: the
+    slower readers would refuse the same text).
 
     Raises:
         YAMLError: as :func:`compose_documents`.
@@ -434,13 +492,15 @@ def read_documents(text: str) -> Iterator[tuple[Any, Lines]]:
     if _FAST_PATH:
         try:
             with gc_paused():
-                fast = _read_fast(text)
+                fast = _read_fast(text, max_depth)
+        except DepthRefused:
+            raise
         except (_Slow, YAMLError):
             fast = None
     if fast is not None:
         yield from fast
         return
-    for plain, node in compose_documents(text):
+    for plain, node in compose_documents(text, max_depth=max_depth):
         yield plain, Lines.of_node(node)
 
 
@@ -457,7 +517,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_fast(text: str) -> list[tuple[Any, Lines]]:
+def _read_fast(text: str, max_depth: int) -> list[tuple[Any, Lines]]:
     yaml = YAML(typ="safe", pure=False)
     yaml.Constructor, yaml.Resolver = _Constructor, _CResolver
     table = _C_TABLE or yaml.resolver._table()
@@ -523,6 +583,8 @@ def _read_fast(text: str) -> list[tuple[Any, Lines]]:
                     keys[()] = line
                 if kind is SequenceStartEvent and len(loc) <= 2:
                     items[loc] = []
+                if len(stack) >= max_depth:
+                    raise DepthRefused(line + 1, max_depth)
                 stack.append([new, loc, _NOTHING, 0])
             elif kind is MappingEndEvent or kind is SequenceEndEvent:
                 stack.pop()
