@@ -32,7 +32,7 @@ from quotaform.errors import AnalyticsError, InputError
 from quotaform.inputs.excerpt import excerpt
 from quotaform.inputs.jsondoc import json_lines
 from quotaform.inputs.limits import LIMITS
-from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, shape_name
+from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, escape_unprintable, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import QuotaIndex, level_of
 from quotaform.plan.enforcement import QuotaEnforcement
@@ -134,6 +134,11 @@ def read_snapshot(path: Path) -> list[QuotaConfig]:
             "(schemas/snapshot.schema.json):\n"
             + "\n".join(shown)
             + (f"\n... and {more} more" if more else "")
+        )
+    if not by_cluster:
+        raise AnalyticsError(
+            f"{escape_unprintable(str(path))}: no snapshot entry (an empty quota snapshot: "
+            "write one with quotaform snapshot --out FILE)"
         )
     return [
         QuotaConfig(cluster, entries, f"snapshot {path}")

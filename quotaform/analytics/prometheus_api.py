@@ -54,6 +54,7 @@ from tenacity import (
 
 from quotaform.analytics.exporters import LIVE_SELECTOR
 from quotaform.errors import AnalyticsError, InputError
+from quotaform.inputs.depth import DepthScanner
 from quotaform.inputs.files import read_text, shown
 from quotaform.inputs.http import check_media_type, receive_body
 from quotaform.inputs.jsondoc import load_json
@@ -465,8 +466,14 @@ def _request_once(
                 what="not the Prometheus HTTP API (is the URL a Prometheus-compatible server, "
                 "not an exporter's /metrics or a web page?)",
             )
+            source = f"Prometheus at {where}"
             receive_body(
-                response, fh, source=f"Prometheus at {where}", limits=limits, deadline=deadline
+                response,
+                fh,
+                source=source,
+                limits=limits,
+                deadline=deadline,
+                scanner=DepthScanner(source, limits),
             )
     except urllib.error.HTTPError as exc:
         body = _error_body(exc, where, min(deadline, time.monotonic() + 5))

@@ -55,6 +55,7 @@ __all__ = [
     "LabelMap",
     "Rejections",
     "UsageFormat",
+    "check_csv_header",
     "check_row",
     "detect_format",
     "generic_records",
@@ -103,6 +104,9 @@ class Rejections:
         notes: what was assumed or is worth knowing (a cluster assumed,
             old exporter rules), by text; counts are series.
         duplicates: rows of a (series, timestamp) already read, counted once.
+        files: usage files read, by layout (``generic``, ``prometheus``, ...);
+            ``file_names``: the first of them.
+        outside_range: usable rows left out by ``--since`` / ``--until``.
     """
 
     count: int = 0
@@ -114,6 +118,15 @@ class Rejections:
     matched: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)
     duplicates: int = 0
+    files: Counter[str] = field(default_factory=Counter)
+    file_names: list[str] = field(default_factory=list)
+    outside_range: int = 0
+
+    def read_file(self, where: object, layout: str) -> None:
+        """Count one usage file read (``where``: its path or URI)."""
+        self.files[layout] += 1
+        if len(self.file_names) < EXAMPLES_KEPT:
+            self.file_names.append(escape_unprintable(str(where)))
 
     def reject(self, where: str, reason: str) -> None:
         """Count one rejected row (``where``: ``file:row``)."""
@@ -132,6 +145,9 @@ class Rejections:
         self.matched.update(other.matched)
         self.notes.update(other.notes)
         self.duplicates += other.duplicates
+        self.files.update(other.files)
+        self.file_names += other.file_names[: EXAMPLES_KEPT - len(self.file_names)]
+        self.outside_range += other.outside_range
         room = EXAMPLES_KEPT - len(self.examples)
         self.examples += other.examples[: max(room, 0)]
 
@@ -220,6 +236,9 @@ def check_row(record: Mapping[str, Any]) -> UsageRow | str:
     value = _value(record.get("value"))
     if value is None:
         return f"value: {excerpt(record.get('value'))} is not a number"
+    if math.isinf(value):
+        # a rate or a time is never infinite: an overflowing number (400+ digits)
+        return f"value: {excerpt(record.get('value'))} is not a finite number"
     user = record.get("user") or ""
     client_id = record.get("client_id") or ""
     if not isinstance(user, str) or not isinstance(client_id, str):
@@ -286,6 +305,16 @@ def usage_problem(rows: int, rejected: Rejections, labels: LabelMap) -> str | No
         reasons = ", ".join(f"{k}: {v:,}" for k, v in rejected.by_reason.most_common())
         first = rejected.examples[0] if rejected.examples else ""
         return f"no usable usage row: {rejected.count:,} rejected ({reasons}); first: {first}"
+    if rejected.outside_range:
+        return (
+            f"no usable usage row in the time range (--since / --until): all "
+            f"{rejected.outside_range:,} usable row(s) are outside it"
+        )
+    if rejected.files and not rejected.files.get(UsageFormat.prometheus.value):
+        count = sum(rejected.files.values())
+        others = f" and {count - 3:,} more" if count > 3 else ""
+        names = ", ".join(rejected.file_names[:3]) + others
+        return f"no usage row in the usage: {names} hold(s) none"
     if not rejected.matched:
         seen = (
             f"only other series ({_most(rejected.skipped)})"
@@ -457,15 +486,23 @@ def generic_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]
         AnalyticsError: a CSV header lacks a usage column.
     """
     if path.suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         fh, _ = open_input(path, _OPEN)
         with fh:
             number = 0
-            for batch in pq.ParquetFile(fh).iter_batches(batch_size=1 << 16):
-                for record in batch.to_pylist():
-                    number += 1
-                    yield f"{path}:{number}", record
+            try:
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=1 << 16):
+                    for record in _parquet_rows(batch):
+                        number += 1
+                        yield f"{path}:{number}", record
+            except (pa.ArrowException, OSError) as exc:
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                raise AnalyticsError(
+                    f"{shown(path)}: not a Parquet file quotaform can read "
+                    f"({first or type(exc).__name__}) after {number:,} row(s)"
+                ) from None
     elif path.suffix == ".csv":
         yield from _csv_records(path)
     else:
@@ -480,6 +517,33 @@ def generic_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]
                 )
 
 
+def check_csv_header(path: Path, header: Sequence[str]) -> None:
+    """Refuse a generic CSV file whose header lacks a usage column.
+
+    Raises:
+        AnalyticsError: the missing columns, with the file and line 1.
+    """
+    missing = [c for c in USAGE_COLUMNS if c not in header]
+    if missing:
+        raise AnalyticsError(
+            f"{path}:1: header: missing column(s) {', '.join(missing)} "
+            f"(expected {', '.join(USAGE_COLUMNS)})"
+        )
+
+
+def _parquet_rows(batch: Any) -> Iterator[Mapping[str, Any] | str]:
+    """A Parquet batch's rows; a row whose text is not UTF-8 is a problem of
+    that row (Arrow converts a batch at once: only then row by row)."""
+    try:
+        yield from batch.to_pylist()
+    except UnicodeDecodeError:
+        for i in range(batch.num_rows):
+            try:
+                yield batch.slice(i, 1).to_pylist()[0]
+            except UnicodeDecodeError:
+                yield "row: a text column holds bytes that are not UTF-8"
+
+
 def _csv_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
     """:func:`generic_records` of a CSV file: lines longer than
     :data:`~quotaform.inputs.limits.MAX_LINE_BYTES` and rows the csv module
@@ -490,15 +554,9 @@ def _csv_records(path: Path) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
         text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
         reader = csv.DictReader(_bounded_lines(text, too_long))
         try:
-            fieldnames = reader.fieldnames or []
+            check_csv_header(path, reader.fieldnames or [])
         except csv.Error as exc:
             raise AnalyticsError(f"{path}:1: header: not CSV ({exc})") from None
-        missing = [c for c in USAGE_COLUMNS if c not in fieldnames]
-        if missing:
-            raise AnalyticsError(
-                f"{path}:1: header: missing column(s) {', '.join(missing)} "
-                f"(expected {', '.join(USAGE_COLUMNS)})"
-            )
         number = 1
         while True:
             try:
@@ -681,7 +739,9 @@ def prometheus_rows(
     with fh:
         # ijson's prefixes grow with the depth (a 200 KiB answer 100,000 deep
         # took gigabytes): the nesting is measured on the bytes first.
-        scanner = DepthScanner(escape_unprintable(name), LIMITS["prometheus-answer"])
+        scanner = DepthScanner(
+            escape_unprintable(name), LIMITS["prometheus-answer"], numbers=True
+        )
         try:
             while block := fh.read(BLOCK_BYTES):
                 scanner.feed(block)
@@ -702,7 +762,10 @@ def prometheus_rows(
             for number, series in enumerate(ijson.items(fh, "data.result.item"), 1):
                 yield from _series_records(f"{name}: series {number}", series, labels, skipped)
         except ijson.JSONError as exc:
-            raise AnalyticsError(f"{name}: not a Prometheus query_range document: {exc}") from None
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise AnalyticsError(
+                f"{name}: not a Prometheus query_range document: {first}"
+            ) from None
 
 
 def _series_records(

@@ -61,10 +61,19 @@ class DepthScanner:
     measured as written and left to the parser to refuse.
     """
 
-    def __init__(self, source: str, limits: Limits, *, lines: bool = False) -> None:
+    def __init__(
+        self, source: str, limits: Limits, *, lines: bool = False, numbers: bool = False
+    ) -> None:
         self.source = source
         self.limits = limits
         self.lines = lines
+        # Runs of digits longer than a number may be: ijson's C parser crashed
+        # on a 100,000-digit number. Counted on the raw bytes, strings
+        # included (no usage label holds 400 digits in a row).
+        self._digits: re.Pattern[bytes] | None = (
+            re.compile(rb"[0-9]{%d}" % (limits.max_number_chars + 1)) if numbers else None
+        )
+        self._run = b""  # the digits ending the last block
         self._depth = 0
         self._in_string = False
         self._carry = b""  # a backslash cut from the end of the last block
@@ -78,6 +87,8 @@ class DepthScanner:
             InputError: the nesting passes the limit in this block, with the
                 line where it does.
         """
+        if self._digits is not None:
+            self._check_digits(block)
         base = self._offset - len(self._carry)  # where ``data`` starts in the stream
         data = self._carry + block
         self._carry = b""
@@ -89,6 +100,21 @@ class DepthScanner:
             self._refuse(data, base, depth, in_string)
         self._offset += len(block)
         self._newlines += block.count(b"\n")
+
+    def _check_digits(self, block: bytes) -> None:
+        assert self._digits is not None
+        data = self._run + block
+        found = self._digits.search(data)
+        if found is not None:
+            at = self._offset - len(self._run) + found.start()
+            raise InputError(
+                self.source,
+                f"a number of more than {self.limits.max_number_chars} digits at byte offset "
+                f"{at} (the limit for a {self.limits.kind}): refused",
+                line=self._newlines + data.count(b"\n", 0, found.start()) + 1,
+            )
+        tail = len(data) - len(data.rstrip(b"0123456789"))
+        self._run = data[len(data) - tail :] if tail else b""
 
     def _within(self, data: bytes) -> bool:
         """Scan ``data``; whether it stays within the limit (state updated)."""

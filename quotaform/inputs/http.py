@@ -5,10 +5,12 @@ trips), a size cap, and the media type the caller expects.
 
 from __future__ import annotations
 
+import http.client
 import time
 from typing import IO, Any
 
 from quotaform.errors import InputError
+from quotaform.inputs.depth import DepthScanner
 from quotaform.inputs.limits import Limits
 
 __all__ = ["CHUNK_BYTES", "check_media_type", "receive_body"]
@@ -25,7 +27,13 @@ def _socket_of(response: Any) -> Any:
 
 
 def receive_body(
-    response: Any, out: IO[bytes], *, source: str, limits: Limits, deadline: float
+    response: Any,
+    out: IO[bytes],
+    *,
+    source: str,
+    limits: Limits,
+    deadline: float,
+    scanner: DepthScanner | None = None,
 ) -> int:
     """Copy an HTTP response's body into ``out``, returning the bytes copied.
 
@@ -36,10 +44,12 @@ def receive_body(
             credentials).
         deadline: ``time.monotonic()`` by which the whole body must have
             arrived; each read waits at most until then.
+        scanner: measures the nesting of a JSON body as it arrives
+            (:class:`~quotaform.inputs.depth.DepthScanner`).
 
     Raises:
-        InputError: the body is larger than ``limits.max_bytes``, or is not
-            complete by the deadline.
+        InputError: the body is larger than ``limits.max_bytes``, is not
+            complete by the deadline, or nests deeper than the scanner's limit.
         http.client.IncompleteRead, OSError: the connection broke (the
             caller decides whether to ask again).
     """
@@ -56,6 +66,9 @@ def receive_body(
         except TimeoutError:
             raise _late(source, copied, limits) from None
         if not chunk:
+            missing = getattr(response, "length", None)
+            if missing:  # the connection closed before Content-Length was sent
+                raise http.client.IncompleteRead(b"", missing)
             return copied
         copied += len(chunk)
         if copied > limits.max_bytes:
@@ -67,6 +80,11 @@ def receive_body(
                 f"the answer is larger than {limits.size_text()}, the limit for a "
                 f"{limits.kind}{raise_with}: stopped reading it",
             )
+        if scanner is not None:
+            try:
+                scanner.feed(chunk)
+            except InputError as exc:  # an answer has no lines worth naming
+                raise InputError(exc.source, exc.reason) from None
         out.write(chunk)
 
 

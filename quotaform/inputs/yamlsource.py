@@ -54,7 +54,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import VersionedResolver
 
-from quotaform.inputs.limits import MAX_DEPTH
+from quotaform.inputs.limits import MAX_DEPTH, MAX_KEYS
 from quotaform.kafka.entity import escape_unprintable
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ __all__ = [
     "TESTED_RUAMEL",
     "AliasRefused",
     "DepthRefused",
+    "KeysRefused",
     "Lines",
     "Loc",
     "check_structure",
@@ -138,6 +139,16 @@ class DepthRefused(YAMLError):
 
     def __init__(self, line: int, limit: int) -> None:
         super().__init__(f"nested more than {limit} deep")
+        self.line = line
+        self.limit = limit
+
+
+class KeysRefused(YAMLError):
+    """A mapping of the text holds more than ``limit`` keys; ``line``
+    (1-based) is where the first key past the limit is written."""
+
+    def __init__(self, line: int, limit: int) -> None:
+        super().__init__(f"a mapping of more than {limit} keys")
         self.line = line
         self.limit = limit
 
@@ -230,19 +241,30 @@ def _prescan(text: str, max_depth: int) -> None:
 def _scan_events(text: str, max_depth: int, *, pure: bool) -> bool:
     """One event scan (:func:`_prescan`); whether the parser stopped at a
     syntax error."""
-    depth = 0
+    # Per open collection: the nodes a mapping has held so far (keys and
+    # values), None for a sequence.
+    open_: list[int | None] = []
     try:
         for event in YAML(typ="safe", pure=pure).parse(text):
             kind = type(event)
-            if kind is MappingStartEvent or kind is SequenceStartEvent:
-                depth += 1
-                if depth > max_depth:
-                    raise DepthRefused(event.start_mark.line + 1, max_depth)
-            elif kind is MappingEndEvent or kind is SequenceEndEvent:
-                depth -= 1
-            elif kind is AliasEvent:
+            if kind is MappingEndEvent or kind is SequenceEndEvent:
+                open_.pop()
+                continue
+            if kind is AliasEvent:
                 raise AliasRefused(event.start_mark.line + 1, str(event.anchor))
-    except (AliasRefused, DepthRefused):
+            if kind is not ScalarEvent and kind is not MappingStartEvent and (
+                kind is not SequenceStartEvent
+            ):
+                continue
+            if open_ and open_[-1] is not None:
+                open_[-1] += 1
+                if open_[-1] > 2 * MAX_KEYS:
+                    raise KeysRefused(event.start_mark.line + 1, MAX_KEYS)
+            if kind is not ScalarEvent:
+                if len(open_) >= max_depth:
+                    raise DepthRefused(event.start_mark.line + 1, max_depth)
+                open_.append(0 if kind is MappingStartEvent else None)
+    except (AliasRefused, DepthRefused, KeysRefused):
         raise
     except YAMLError:
         return True
@@ -359,6 +381,11 @@ def describe_yaml_error(exc: YAMLError, text: str | None = None) -> tuple[int | 
     if isinstance(exc, AliasRefused):
         return exc.line, (
             f"YAML aliases are not allowed in manifests (*{exc.name}): write the value out"
+        )
+    if isinstance(exc, KeysRefused):
+        return exc.line, (
+            f"a mapping of more than {exc.limit:,} keys (the limit for YAML quotaform "
+            "reads): refused"
         )
     if isinstance(exc, DepthRefused):
         return exc.line, (
@@ -493,7 +520,7 @@ def read_documents(text: str, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[A
         try:
             with gc_paused():
                 fast = _read_fast(text, max_depth)
-        except DepthRefused:
+        except (DepthRefused, KeysRefused):
             raise
         except (_Slow, YAMLError):
             fast = None
@@ -564,6 +591,8 @@ def _read_fast(text: str, max_depth: int) -> list[tuple[Any, Lines]]:
                 if type(container) is dict and top[2] is _NOTHING:
                     if type(value) is not str or value in container:
                         raise _Slow  # a non-string or repeated key: ruamel decides
+                    if len(container) >= MAX_KEYS:
+                        raise KeysRefused(line + 1, MAX_KEYS)
                     top[2], top[3] = intern(value), line  # one string per distinct key
                     continue
                 _add(top, value, line, keys, items)

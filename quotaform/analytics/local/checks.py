@@ -190,10 +190,10 @@ def _values(column: pa.Array | None, rows: int) -> tuple[np.ndarray, np.ndarray]
         pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
     ):
         values = column.cast(pa.float64())
-        return (
-            np.asarray(pc.fill_null(values, 0.0).to_numpy(zero_copy_only=False), dtype=np.float64),
-            _np(pc.is_valid(column)),
+        numbers = np.asarray(
+            pc.fill_null(values, 0.0).to_numpy(zero_copy_only=False), dtype=np.float64
         )
+        return numbers, _np(pc.is_valid(column)) & ~np.isinf(numbers)
     text = _text(column, rows)
     if text is None:  # booleans and other types are not numbers to check_row
         return np.zeros(rows, dtype=np.float64), np.zeros(rows, dtype=bool)
@@ -214,7 +214,7 @@ def _values(column: pa.Array | None, rows: int) -> tuple[np.ndarray, np.ndarray]
         index = encoded.indices.to_numpy(zero_copy_only=False)
         values[other] = numbers[index]
         ok[other] = good[index]
-    return values, ok
+    return values, ok & ~np.isinf(values)
 
 
 def check_batch(batch: pa.RecordBatch) -> CheckedBatch | None:

@@ -48,6 +48,7 @@ from quotaform.analytics.usage import (
     LabelMap,
     Rejections,
     UsageFormat,
+    check_csv_header,
     check_row,
     detect_format,
     generic_records,
@@ -205,6 +206,7 @@ class _Builder:
         self.values: list[np.ndarray] = []
         self.seen: set[str] = set()
         self.unconfigured = 0
+        self.outside = 0  # usable rows outside since/until
         self.unconfigured_names: list[str] = []
 
     def mark(self) -> tuple[Any, ...]:
@@ -213,19 +215,22 @@ class _Builder:
             set(self.seen),
             self.unconfigured,
             list(self.unconfigured_names),
+            self.outside,
         )
 
     def restore(self, mark: tuple[Any, ...]) -> None:
-        size, self.seen, self.unconfigured, self.unconfigured_names = mark
+        size, self.seen, self.unconfigured, self.unconfigured_names, self.outside = mark
         del self.keys[size:], self.layouts[size:], self.times[size:], self.values[size:]
 
     def add(self, checked: CheckedBatch) -> None:
         keep = checked.reason == 0
+        usable = int(keep.sum())
         if self.since is not None:
             keep &= checked.timestamp >= self.since
         if self.until is not None:
             keep &= checked.timestamp < self.until
         rows = np.flatnonzero(keep)
+        self.outside += usable - len(rows)
         if not len(rows):
             return
         codes = {}
@@ -314,6 +319,7 @@ class _Builder:
         )
 
     def finish(self, rejected: Rejections) -> CodedUsage:
+        rejected.outside_range += self.outside
         if self.unconfigured:
             rejected.count += self.unconfigured
             rejected.by_reason["cluster"] += self.unconfigured
@@ -412,18 +418,17 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
 def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
-    fh, _ = open_input(path, _OPEN)
-    with fh:
-        schema = pq.read_schema(fh)
-        text = [
-            c
-            for c in (*_TEXT, "metric")
-            if c in schema.names and schema.field(c).type == pa.string()
-        ]
-        # Text columns stay dictionary-encoded as Parquet stores them: codes, not strings.
-        file = pq.ParquetFile(fh, read_dictionary=text)
-        columns = [c for c in USAGE_COLUMNS if c in schema.names]
-        yield from file.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    # Judged by the reading layer (a regular file), then read by Arrow's own
+    # file reader: through a Python file object every read would hold the GIL.
+    open_input(path, _OPEN)[0].close()
+    schema = pq.read_schema(path)
+    text = [
+        c for c in (*_TEXT, "metric") if c in schema.names and schema.field(c).type == pa.string()
+    ]
+    # Text columns stay dictionary-encoded as Parquet stores them: codes, not strings.
+    file = pq.ParquetFile(path, read_dictionary=text)
+    columns = [c for c in USAGE_COLUMNS if c in schema.names]
+    yield from file.iter_batches(batch_size=BATCH_ROWS, columns=columns)
 
 
 def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
@@ -440,12 +445,7 @@ def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
         header = next(csv.reader([first.decode("utf-8", errors="replace")]), [])
     except csv.Error as exc:
         raise AnalyticsError(f"{path}:1: header: not CSV ({exc})") from None
-    missing = [c for c in USAGE_COLUMNS if c not in header]
-    if missing:
-        raise AnalyticsError(
-            f"{path}:1: header: missing column(s) {', '.join(missing)} "
-            f"(expected {', '.join(USAGE_COLUMNS)})"
-        )
+    check_csv_header(path, header)
     reader = pacsv.open_csv(
         path,
         read_options=pacsv.ReadOptions(block_size=_BLOCK_BYTES),
@@ -473,12 +473,18 @@ def _jsonl_batches(path: Path) -> Iterator[pa.RecordBatch]:
         except InputError as exc:
             raise _PythonReader(str(exc)) from None
     text = ("cluster", "broker", "timestamp", "metric", "user", "client_id", "ip")
+    # Only the usage columns: a field Arrow had to infer is a column more,
+    # and lines naming a million distinct fields took it past 2 GiB. A value
+    # written as text ("NaN") makes Arrow refuse the file: the Python reader
+    # reads it.
     reader = pajson.open_json(
         path,
         read_options=pajson.ReadOptions(block_size=_BLOCK_BYTES),
         parse_options=pajson.ParseOptions(
-            explicit_schema=pa.schema([(c, pa.string()) for c in text]),
-            unexpected_field_behavior="infer",
+            explicit_schema=pa.schema(
+                [*((c, pa.string()) for c in text), ("value", pa.float64())]
+            ),
+            unexpected_field_behavior="ignore",
         ),
     )
     yield from reader
@@ -634,6 +640,7 @@ def read_coded_usage(
     rejected = Rejections()
     for path in usage_files(paths, rejected, limits=limits):
         kind = detect_format(path) if fmt is UsageFormat.auto else fmt
+        rejected.read_file(path, kind.value)
         if kind is UsageFormat.prometheus:
             records = prometheus_rows(path, labels or LabelMap(), rejected)
             _python_records(records, builder, rejected)
@@ -651,7 +658,7 @@ def read_coded_usage(
         mark, before = builder.mark(), deepcopy(rejected)
         try:
             _arrow_file(path, arrow_kind, builder, rejected)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, _PythonReader):
+        except (pa.ArrowException, OSError, UnicodeDecodeError, _PythonReader):
             builder.restore(mark)
             rejected.count, rejected.by_reason = before.count, before.by_reason
             rejected.examples, rejected.skipped = before.examples, before.skipped

@@ -395,6 +395,14 @@ def _checked(frame: DataFrame, where: Any, known: Sequence[str] | None = None) -
             ),
         )
         .when(
+            F.abs(value) == F.lit(float("inf")),
+            F.concat(
+                F.lit("value: "),
+                F.coalesce(text["value"], F.lit("None")),
+                F.lit(" is not a finite number"),
+            ),
+        )
+        .when(
             text["metric"].isin(ip_metrics) & ip.isNull(),
             F.concat(F.lit("ip: "), text["metric"], F.lit(" needs the ip tag")),
         )
@@ -619,6 +627,7 @@ def read_usage_counted(
     generic: dict[str, list[str]] = {"parquet": [], "csv": [], "json": []}
     parsed: list[pa.RecordBatch] = []
     for where, kind, local in _usage_inputs(spark, paths, fmt, rejected, limits):
+        rejected.read_file(where, kind.value)
         if kind in (UsageFormat.prometheus, UsageFormat.jmxtool):
             with _local_copy(spark, where, local) as path:
                 records = (

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from quotaform.errors import ConnectionSettingsError
+from quotaform.inputs.excerpt import excerpt
 
 __all__ = ["ProbeFailure", "check_bootstrap", "probe_server", "split_server"]
 
@@ -47,7 +48,7 @@ def split_server(server: str) -> tuple[str, int]:
     """
     host, sep, port = server.strip().rpartition(":")
     if not sep or not port.isdigit():
-        raise ConnectionSettingsError(f"bootstrap server {server!r} is not HOST:PORT")
+        raise ConnectionSettingsError(f"bootstrap server {excerpt(server)} is not HOST:PORT")
     return host.strip("[]"), int(port)
 
 
