@@ -178,10 +178,10 @@ def ensure_prometheus_tools(
         return paths
     go = shutil.which("go")
     if go is None:
-        missing = ", ".join(n for n, p in paths.items() if not _executable(p))
+        absent = ", ".join(n for n, p in paths.items() if not _executable(p))
         raise SandboxError(
             f"Go (go) not found on PATH; quotaform builds Prometheus {PROMETHEUS_VERSION} "
-            f"({missing}) from the Go module proxy once and caches it in {folder}. Install "
+            f"({absent}) from the Go module proxy once and caches it in {folder}. Install "
             f"Go 1.24+ (https://go.dev/dl/) or put Prometheus 3 binaries in {folder}."
         )
     folder.mkdir(parents=True, exist_ok=True)
