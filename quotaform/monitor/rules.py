@@ -67,6 +67,7 @@ limit series sit beside each broker's usage series.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from io import StringIO
@@ -521,21 +522,26 @@ def build_rules(index: QuotaIndex, options: RuleOptions) -> RuleFile:
 
 
 def _header(options: RuleOptions, entries: int, callback_keys: Iterable[str]) -> tuple[str, ...]:
-    lines = [
-        f"Prometheus rules written by `quotaform monitor rules` from {options.source}",
-        f"(cluster {options.cluster!r}, {entries} quota entries; exporter conventions: "
-        f"{', '.join(options.conventions)}). Regenerate them with the manifests; do not edit.",
-        f"{LIMIT}: the quota each quota group really gets (Kafka's resolution), per broker;",
-        f'{RATIO}: its usage / that limit (source="{SOURCE_KIP}": the broker\'s own',
-        "KIP-1373 quota-utilization, where it exports one).",
-    ]
+    said = (
+        f"Written by `quotaform monitor rules` from {options.source} (cluster "
+        f"{options.cluster!r}, {entries} quota entries; exporter conventions: "
+        f"{', '.join(options.conventions)}). Regenerate it with the manifests; do not edit it."
+    )
     keys = list(callback_keys)
     if keys:
-        lines.append(
-            f"The brokers use a custom quota callback: no limits for {', '.join(keys)} "
+        said += (
+            f" The brokers use a custom quota callback: no limits for {', '.join(keys)} "
             f"(alert {ALERT_CALLBACK})."
         )
-    return tuple(lines)
+    return (
+        *textwrap.wrap(said, width=_HEADER_WIDTH, break_on_hyphens=False, break_long_words=False),
+        f"  {LIMIT:<42} the quota each quota group really gets, per broker",
+        f'  {RATIO:<42} usage / limit (source="{SOURCE_KIP}": the broker\'s own)',
+    )
+
+
+#: Width of the header's text.
+_HEADER_WIDTH = 90
 
 
 def render_rules(rule_file: RuleFile) -> str:
