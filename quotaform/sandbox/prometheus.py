@@ -66,6 +66,7 @@ __all__ = [
     "ensure_prometheus",
     "ensure_prometheus_tools",
     "ensure_promtool",
+    "prometheus_get",
     "prometheus_path",
     "promtool_path",
     "query_range",
@@ -288,6 +289,7 @@ def start_prometheus(
     *,
     state_dir: Path,
     scrape_interval_s: float = 1.0,
+    rule_files: Sequence[Path] = (),
     web_config: Mapping[str, Any] | None = None,
     binary: Path | None = None,
     timeout_s: float = 60.0,
@@ -300,7 +302,10 @@ def start_prometheus(
         targets: ``127.0.0.1:PORT`` of each exporter.
         state_dir: a folder for the config, TSDB and log (created; left in
             place by :func:`stop_prometheus` so the caller can read the log).
-        scrape_interval_s: seconds between scrapes (the scrape timeout is the same).
+        scrape_interval_s: seconds between scrapes (the scrape timeout is the
+            same), also the rules' default evaluation interval.
+        rule_files: rule files Prometheus loads (``rule_files:``, absolute
+            paths); a file it cannot load stops it from starting (the log says why).
         web_config: the content of Prometheus' ``--web.config.file``, e.g.
             ``{"basic_auth_users": {"alice": "<bcrypt hash>"}}`` (see
             :func:`basic_auth_web_config`) and/or ``{"tls_server_config":
@@ -323,7 +328,7 @@ def start_prometheus(
         raise SandboxError("start_prometheus needs at least one scrape target")
     state_dir.mkdir(parents=True, exist_ok=True)
     config = state_dir / "prometheus.yml"
-    config.write_text(_config_text(targets, scrape_interval_s), encoding="utf-8")
+    config.write_text(_config_text(targets, scrape_interval_s, rule_files), encoding="utf-8")
     web_args: list[str] = []
     scheme = "http"
     if web_config is not None:
@@ -435,6 +440,34 @@ def query_range(
         raise SandboxError(f"Prometheus query_range on {url} failed: {exc}") from exc
 
 
+def prometheus_get(
+    url: str,
+    path: str,
+    params: Mapping[str, str] | None = None,
+    *,
+    timeout_s: float = 30.0,
+) -> bytes:
+    """The raw body of ``GET {url}{path}?params`` on a loopback Prometheus:
+    ``/api/v1/query``, ``/api/v1/alerts``, ``/api/v1/rules``, ``/metrics``
+    (its own metrics, e.g. ``prometheus_rule_group_last_duration_seconds``).
+
+    Raises:
+        SandboxError: not a loopback URL, no answer, or a non-200 status
+            (with the start of Prometheus' error body).
+    """
+    if not url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")):
+        raise SandboxError(f"requests are only sent to 127.0.0.1, not to {url}")
+    query = f"?{urllib.parse.urlencode(dict(params))}" if params else ""
+    try:
+        with urllib.request.urlopen(f"{url}{path}{query}", timeout=timeout_s) as response:
+            return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()[:500].decode("utf-8", errors="replace")
+        raise SandboxError(f"Prometheus {path} answered {exc.code}: {body}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise SandboxError(f"Prometheus {path} on {url} failed: {exc}") from exc
+
+
 def basic_auth_web_config(users: Mapping[str, str], *, rounds: int = 10) -> dict[str, Any]:
     """A ``--web.config.file`` content requiring HTTP basic auth of ``users``
     (``{name: password}``), passwords stored as bcrypt hashes as Prometheus wants.
@@ -457,10 +490,17 @@ def basic_auth_web_config(users: Mapping[str, str], *, rounds: int = 10) -> dict
     }
 
 
-def _config_text(targets: Sequence[str], scrape_interval_s: float) -> str:
+def _config_text(
+    targets: Sequence[str], scrape_interval_s: float, rule_files: Sequence[Path] = ()
+) -> str:
     interval = f"{max(1, round(scrape_interval_s * 1000))}ms"
-    config = {
-        "global": {"scrape_interval": interval, "scrape_timeout": interval},
+    config: dict[str, Any] = {
+        "global": {
+            "scrape_interval": interval,
+            "scrape_timeout": interval,
+            "evaluation_interval": interval,
+        },
+        "rule_files": [str(Path(f).resolve()) for f in rule_files],
         "scrape_configs": [
             {
                 "job_name": "kafka",
