@@ -215,9 +215,22 @@ def run_monitor_rules(request: MonitorRulesRequest) -> MonitorRulesRun:
     )
     rule_file = build_rules(QuotaIndex(entries), options)
     text = render_rules(rule_file)
-    if str(request.out) != "-":
-        request.out.write_text(text, encoding="utf-8")
+    _write(request.out, text, "the rule file")
     return MonitorRulesRun(rule_file, text, cluster, source, detected, enforcement)
+
+
+def _write(out: Path, text: str, what: str) -> None:
+    """Write ``text`` to ``out`` (``-``: nothing, the caller prints it).
+
+    Raises:
+        MonitorError: the file cannot be written (no such folder, no permission).
+    """
+    if str(out) == "-":
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise MonitorError(f"cannot write {what} to {out}: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +257,13 @@ class MonitorDashboardRun:
 
 
 def run_monitor_dashboard(request: MonitorDashboardRequest) -> MonitorDashboardRun:
-    """Build the Grafana dashboard and write it to ``request.out`` (unless ``-``)."""
+    """Build the Grafana dashboard and write it to ``request.out`` (unless ``-``).
+
+    Raises:
+        MonitorError: the file cannot be written.
+    """
     dashboard = build_dashboard(request.options)
     text = render_dashboard(dashboard)
-    if str(request.out) != "-":
-        request.out.write_text(text, encoding="utf-8")
+    _write(request.out, text, "the dashboard")
     panels = sum(1 for p in dashboard["panels"] if p["type"] != "row")
     return MonitorDashboardRun(dashboard, text, panels, len(list(dashboard_queries(dashboard))))

@@ -284,6 +284,15 @@ def test_offline_connection_options_are_noted_and_bad_options_refused(tmp_path: 
     assert f"{RATIO} > 0.85" in percent.stdout
 
 
+def test_an_unwritable_out_is_one_error_line(tmp_path: Path) -> None:
+    out = tmp_path / "missing" / "rules.yaml"
+    for args in (["rules", str(SCENARIO)], ["dashboard"]):
+        result = runner.invoke(app, ["monitor", *args, "--out", str(out)])
+        assert result.exit_code == 1
+        assert result.stderr.startswith("Error: cannot write the ") and str(out) in result.stderr
+        assert "No such file or directory" in result.stderr
+
+
 def test_the_sample_answer_picks_the_conventions(tmp_path: Path) -> None:
     sample = RECORDED / "jmx-exporter-2_0_0-2022.json"
     result = runner.invoke(
