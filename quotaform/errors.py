@@ -43,6 +43,7 @@ __all__ = [
     "LockError",
     "ManifestError",
     "ManifestProblem",
+    "MonitorError",
     "PlanFileError",
     "PlanKeyError",
     "QuotaformError",
@@ -291,6 +292,13 @@ class AnalyticsError(QuotaformError):
     """Bad input to the fleet analytics (a usage or configuration file, an
     option), or an engine that cannot run (no Java for Spark): the message
     names the file and the row or field."""
+
+
+class MonitorError(QuotaformError):
+    """``quotaform monitor``: an option or input the rules or the dashboard
+    cannot be built from (a convention quotaform does not know, a Prometheus
+    answer showing no readable quota series, a configuration naming several
+    clusters without a cluster label)."""
 
 
 class StorageError(QuotaformError):

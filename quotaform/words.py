@@ -40,6 +40,7 @@ __all__ = [
     "group_text",
     "level_text",
     "missing_permissions",
+    "monitor_enforcement_text",
     "offline_note",
     "per_broker_sentence",
     "per_broker_text",
@@ -285,18 +286,53 @@ def unnamed_text(entity_type: str, name: str, named: Sequence[str], closest: Seq
     return text + ")"
 
 
-def offline_note(source: str, unused: Sequence[str]) -> str:
-    """The note that an offline explanation leaves connection options unused."""
+#: What an offline source is called, and what to drop to reach the live cluster.
+_OFFLINE_SOURCES = {
+    "manifests": ("the manifests", "the manifests"),
+    "--plan": ("the saved plan", "--plan"),
+    "--snapshot": ("the snapshot", "--snapshot"),
+}
+
+
+def offline_note(source: str, unused: Sequence[str], *, doing: str = "explaining") -> str:
+    """The note that an offline run (explaining, building the rules) from
+    ``source`` (``manifests``, ``--plan``, ``--snapshot``) leaves the
+    connection options ``unused`` unused."""
     flags = ", ".join(unused)
     verb = "is" if len(unused) == 1 else "are"
-    if source == "manifests":
+    what, drop = _OFFLINE_SOURCES.get(source, _OFFLINE_SOURCES["--plan"])
+    return f"{doing} {what} offline; {flags} {verb} not used (drop {drop} to ask the live cluster)"
+
+
+def monitor_enforcement_text(
+    enforcement: QuotaEnforcement, *, limit: str, alert: str
+) -> str | None:
+    """What the brokers' quota enforcement means for ``monitor rules``: a
+    custom quota callback (KIP-257) decides the user and client-id quotas, so
+    the rules record no ``limit`` for them and ``alert`` says why; brokers
+    whose configuration could not be read leave it unknown. ``None``: every
+    broker resolves quotas Kafka's default way."""
+    enforced = enforcement.resolution_enforced
+    if enforced is True:
+        return None
+    if enforced is None:
         return (
-            f"explaining the manifests offline; {flags} {verb} not used (drop the manifests "
-            "to ask the live cluster)"
+            f"{_unreadable_text(enforcement)}. The rules give Kafka's default resolution, which "
+            f"{_brokers(tuple(enforcement.unreadable))} may not enforce."
         )
+    classes = ", ".join(map(escape_unprintable, enforcement.classes))
+    default = enforcement.brokers_using(None)
+    also = (
+        f" ({_use(default)} the default resolution, but the rules cannot tell the brokers' "
+        "series apart)"
+        if default
+        else ""
+    )
     return (
-        f"explaining the saved plan offline; {flags} {verb} not used (drop --plan to ask "
-        "the live cluster)"
+        f"The brokers use a custom quota callback, {QUOTA_CALLBACK_CONFIG}={classes} "
+        f"(KIP-257){also}: it decides the limits and quota groups of user and client-id "
+        f"quotas, so the rules record no {limit} for them (ip quotas only) and the alert "
+        f"{alert} says why."
     )
 
 

@@ -37,15 +37,27 @@ from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import jmx_unquote
 
 __all__ = [
+    "CONVENTIONS",
     "FOLDED_REASON",
     "KRAFT_RULES",
+    "LABELS",
     "LIVE_SELECTOR",
+    "NAME_FOLDED",
     "OLD_RULES_NOTE",
+    "QUOTA",
+    "QUOTA_FOLDED",
     "STRIMZI_RULES",
     "SeriesMeaning",
     "decode_series",
+    "labels_name",
     "metric_of_name",
+    "quota_name",
 ]
+
+#: The naming conventions :func:`decode_series` recognises (module docstring).
+LABELS, QUOTA, QUOTA_FOLDED, NAME_FOLDED = "labels", "quota", "quota-folded", "name-folded"
+#: The readable ones, in the order quotaform tries them.
+CONVENTIONS = (LABELS, QUOTA, QUOTA_FOLDED)
 
 #: The rules to add to Strimzi's ``kafka-metrics.yaml`` (shipped with quotaform).
 STRIMZI_RULES = "examples/prometheus/strimzi-kafka-metrics-quota-rules.yaml"
@@ -75,15 +87,31 @@ def _snake(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
+def labels_name(sensor: str, attribute: str) -> str:
+    """The ``labels`` convention's name of an MBean attribute: the type and
+    the attribute lower-cased, snake-cased, after ``kafka_server_``
+    (``("Produce", "byte-rate")`` -> ``kafka_server_produce_byte_rate``;
+    ``("socket-server-metrics", "connection-accept-rate")`` ->
+    ``kafka_server_socket_server_metrics_connection_accept_rate``)."""
+    return f"kafka_server_{_snake(sensor)}_{_snake(attribute)}"
+
+
+def quota_name(attribute: str) -> str:
+    """The ``quota`` (and ``quota-folded``) convention's name of an MBean
+    attribute, the MBean type going into the ``resource`` label
+    (``byte-rate`` -> ``kafka_server_quota_byte_rate``)."""
+    return f"kafka_server_quota_{_snake(attribute)}"
+
+
 #: ``labels`` convention: exporter name -> usage metric.
 _BY_NAME = {
-    f"kafka_server_{_snake(sensor)}_{_snake(attr)}": metric
+    labels_name(sensor, attr): metric
     for sensor, attrs in _ATTRIBUTES.items()
     for attr, metric in attrs.items()
 }
 #: ``quota`` convention: (attribute name, MBean type) -> usage metric.
 _BY_QUOTA_NAME = {
-    (f"kafka_server_quota_{_snake(attr)}", sensor): metric
+    (quota_name(attr), sensor): metric
     for sensor, attrs in _ATTRIBUTES.items()
     for attr, metric in attrs.items()
 }
@@ -184,20 +212,20 @@ def decode_series(labels: Mapping[str, str], *, metric: str | None = None) -> Se
             )
         found, convention = metric, "--metric"
     elif lowered in _BY_NAME:
-        found, convention = _BY_NAME[lowered], "labels"
+        found, convention = _BY_NAME[lowered], LABELS
     elif lowered.startswith("kafka_server_quota_"):
         resource = str(labels.get("resource", ""))
         if (lowered, resource) in _BY_QUOTA_NAME:
-            found, convention = _BY_QUOTA_NAME[(lowered, resource)], "quota"
+            found, convention = _BY_QUOTA_NAME[(lowered, resource)], QUOTA
         elif (folded := _folded_resource(resource)) and (lowered, folded[0]) in _BY_QUOTA_NAME:
-            found, convention = _BY_QUOTA_NAME[(lowered, folded[0])], "quota-folded"
+            found, convention = _BY_QUOTA_NAME[(lowered, folded[0])], QUOTA_FOLDED
             user = folded[1]
         else:
-            known = any(quota_name == lowered for quota_name, _ in _BY_QUOTA_NAME)
+            known = any(known_name == lowered for known_name, _ in _BY_QUOTA_NAME)
             shown = f"{name}{{resource={resource!r}}}" if known else name
             return SeriesMeaning(None, reason=f"not a quota usage metric: {shown}")
     elif _FOLDED_NAME.match(lowered) or _FOLDED_IP.match(lowered):
-        return SeriesMeaning(None, convention="name-folded", reason=FOLDED_REASON, unusable=True)
+        return SeriesMeaning(None, convention=NAME_FOLDED, reason=FOLDED_REASON, unusable=True)
     else:
         return SeriesMeaning(None, reason=f"not a quota usage metric: {name}")
     is_ip = "ip" in QUOTA_KEYS[METRICS[found][0]].entity_types

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("explain", "What quota a client really gets, from where, shared with whom."),
     "analyze": ("analyze", "Fleet analytics: utilisation, plan impact, recommendations."),
     "snapshot": ("analyze", "Write the live quotas as JSON Lines, for analyze (read-only)."),
+    "monitor": ("monitor", "Prometheus rules and a Grafana dashboard: usage against real quotas."),
     "export": ("export", "Write a manifest of the live quotas (read-only)."),
     "import": ("export", "Add live entities to an existing manifest (read-only)."),
     "storage": ("storage", "Storage-aware producer quotas: volume usage, state, watch."),

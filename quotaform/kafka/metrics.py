@@ -23,6 +23,7 @@ collector). Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 from urllib.parse import quote, unquote
@@ -34,11 +35,14 @@ from quotaform.kafka.resolution import MetricTags
 __all__ = [
     "ISO_TIMESTAMP",
     "METRICS_DOMAIN",
+    "UTILIZATION_ATTRIBUTE",
+    "UTILIZATION_KEYS",
     "ip_tag",
     "jmx_quote",
     "jmx_sanitize",
     "jmx_unquote",
     "mbean_name",
+    "metric_tag",
     "parse_object_name",
     "sanitize_user",
     "unsanitize_user",
@@ -50,6 +54,16 @@ METRICS_DOMAIN = "kafka.server"
 #: quotaform's usage table (ISO-8601, seconds required; UTC unless an offset is
 #: given; ``schemas/usage.schema.json``). Both analytics engines check it.
 ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$"
+
+#: KIP-1373 ("Client Quota Utilization Metrics", a draft: apache/kafka PR
+#: #23331, KAFKA-21016, not voted): the attribute it adds to the existing quota
+#: MBeans, ``measured rate / effective quota x 100`` (a percentage, not capped
+#: at 100; ``NaN`` without a quota).
+UTILIZATION_ATTRIBUTE = "quota-utilization"
+#: The quota keys whose MBeans (``Produce``, ``Fetch``, ``Request``) KIP-1373
+#: gives :data:`UTILIZATION_ATTRIBUTE`; controller-mutation quotas are excluded
+#: by the KIP, ip quotas have no such MBean.
+UTILIZATION_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 
 _JMX_SAFE = re.compile(r"[\w\-%. \t]*", re.ASCII)
 
@@ -123,6 +137,23 @@ def jmx_sanitize(value: str) -> str:
     """``Sanitizer.jmxSanitize``: ``value`` as is when every character is in
     ``[A-Za-z0-9_-%. \\t]``, else :func:`jmx_quote`-d."""
     return value if _JMX_SAFE.fullmatch(value) else jmx_quote(value)
+
+
+def metric_tag(entity_type: str, name: str) -> str:
+    """The value of the ``entity_type`` tag (``user``, ``client-id``, ``ip``)
+    of the quota groups an entity naming ``name`` governs, as the broker
+    writes it in the MBean name and jmx_exporter copies it into a label: the
+    user URL-encoded (:func:`sanitize_user`), an ip as
+    ``InetAddress.getHostAddress`` writes it (:func:`ip_tag`; text that is
+    not an address kept as given), each then :func:`jmx_sanitize`-d
+    (``JmxReporter.getMBeanName``): ``("client-id", "app:1")`` ->
+    ``'"app:1"'``."""
+    if entity_type == USER:
+        name = sanitize_user(name)
+    elif entity_type == IP:
+        with contextlib.suppress(ValueError):  # not an address: as given
+            name = ip_tag(name)
+    return jmx_sanitize(name)
 
 
 def mbean_name(key: str, tags: MetricTags) -> str | None:

@@ -181,15 +181,27 @@ def set_quotas(
             raise SandboxError(f"kafka-configs {' '.join(entity)} failed: {proc.stderr[-500:]}")
 
 
-def connection_burst(port: int, count: int = 60) -> int:
+def connection_burst(port: int, count: int = 60, *, source: str | None = None) -> int:
     """Open ``count`` TCP connections to 127.0.0.1:``port`` at once, then close
     them (the broker counts accepted connections per ip; beyond an ip quota
-    it refuses them). Returns how many connects succeeded at the TCP level."""
+    it refuses them). ``source``: the loopback address to connect from
+    (``127.0.0.2``: Linux routes all of 127.0.0.0/8 to the loopback device,
+    so the broker sees another client ip). Returns how many connects
+    succeeded at the TCP level.
+
+    Raises:
+        SandboxError: ``source`` is not a loopback address.
+    """
+    if source is not None:
+        check_loopback(f"{source}:0")
+    bind = (source, 0) if source is not None else None
     opened = []
     try:
         for _ in range(min(count, 200)):
             try:
-                opened.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+                opened.append(
+                    socket.create_connection(("127.0.0.1", port), timeout=2, source_address=bind)
+                )
             except OSError:
                 continue
         return len(opened)

@@ -1,17 +1,21 @@
-"""A local Prometheus server for the live-metrics tests and recordings.
+"""A local Prometheus server for the live-metrics tests and recordings, and
+its ``promtool`` for checking and unit-testing rule files.
 
-The binary is built once from the Go module proxy and cached like the Kafka
-jars::
+Both binaries are built once from the Go module proxy, by one ``go install``,
+and cached like the Kafka jars::
 
     <cache>/prometheus-v0.316.0/prometheus      # renamed into place when complete
+    <cache>/prometheus-v0.316.0/promtool        # the same build step
     <cache>/prometheus-v0.316.0/.build.lock     # one build at a time, across processes
 
-``go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@v0.316.0``:
-the tag drops the service-discovery plugins (static targets are all a sandbox
-needs), which makes the build about 3 minutes and 75 MB on 2 cores from an
-empty module cache. ``go install`` sets no version string (``--version`` prints
-none) and embeds no web UI assets; the HTTP API (``/api/v1/query_range``) is
-complete.
+``go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
+github.com/prometheus/prometheus/cmd/promtool@v0.316.0``: the tag drops the
+service-discovery plugins (static targets are all a sandbox needs), which
+makes the build about 3 minutes and 75 MB on 2 cores from an empty module
+cache. ``go install`` sets no version string (``--version`` prints none) and
+embeds no web UI assets; the HTTP API (``/api/v1/query_range``) is complete.
+A cache holding one binary only (an older quotaform built ``prometheus``
+alone) gets the other one built on first use.
 
 :func:`start_prometheus` runs it on a free 127.0.0.1 port with a generated
 ``prometheus.yml`` (job ``kafka``, static targets), in its own process group,
@@ -55,11 +59,16 @@ from quotaform.sandbox.processes import (
 
 __all__ = [
     "PROMETHEUS_MODULE",
+    "PROMETHEUS_TOOLS",
     "PROMETHEUS_VERSION",
     "PrometheusServer",
     "basic_auth_web_config",
     "ensure_prometheus",
+    "ensure_prometheus_tools",
+    "ensure_promtool",
+    "prometheus_get",
     "prometheus_path",
+    "promtool_path",
     "query_range",
     "start_prometheus",
     "stop_prometheus",
@@ -72,6 +81,11 @@ log = logging.getLogger(__name__)
 PROMETHEUS_VERSION = "v0.316.0"
 #: The main package ``go install`` builds.
 PROMETHEUS_MODULE = "github.com/prometheus/prometheus/cmd/prometheus"
+#: Every command the build step makes, by binary name -> Go package (one module, one version).
+PROMETHEUS_TOOLS = {
+    "prometheus": PROMETHEUS_MODULE,
+    "promtool": "github.com/prometheus/prometheus/cmd/promtool",
+}
 #: Drops every service-discovery plugin: static targets only, a far smaller build.
 _BUILD_TAGS = "remove_all_sd"
 _BUILD_TIMEOUT_S = 1800
@@ -85,74 +99,126 @@ def prometheus_path(cache_dir: Path | None = None) -> Path:
     return (cache_dir or cache_root()) / f"prometheus-{PROMETHEUS_VERSION}" / "prometheus"
 
 
+def promtool_path(cache_dir: Path | None = None) -> Path:
+    """Where the cached ``promtool`` lives (it may not exist), beside
+    :func:`prometheus_path`."""
+    return prometheus_path(cache_dir).with_name("promtool")
+
+
 def ensure_prometheus(
     on_progress: Callable[[str], None] | None = None,
     *,
     cache_dir: Path | None = None,
     timeout_s: float = _BUILD_TIMEOUT_S,
 ) -> Path:
-    """Return the cached Prometheus binary, building it with ``go install`` if absent.
+    """Return the cached Prometheus binary, building it with ``go install`` if
+    absent (see :func:`ensure_prometheus_tools`, which this calls for
+    ``prometheus`` alone).
 
-    The build writes into a temporary ``GOBIN`` inside the cache folder; the
+    Raises:
+        SandboxError: as :func:`ensure_prometheus_tools`.
+    """
+    return ensure_prometheus_tools(
+        ("prometheus",), on_progress, cache_dir=cache_dir, timeout_s=timeout_s
+    )["prometheus"]
+
+
+def ensure_promtool(
+    on_progress: Callable[[str], None] | None = None,
+    *,
+    cache_dir: Path | None = None,
+    timeout_s: float = _BUILD_TIMEOUT_S,
+) -> Path:
+    """Return the cached ``promtool`` (``check rules``, ``test rules``),
+    building it with ``go install`` if absent (:func:`ensure_prometheus_tools`).
+
+    Raises:
+        SandboxError: as :func:`ensure_prometheus_tools`.
+    """
+    return ensure_prometheus_tools(
+        ("promtool",), on_progress, cache_dir=cache_dir, timeout_s=timeout_s
+    )["promtool"]
+
+
+def ensure_prometheus_tools(
+    names: Sequence[str] = tuple(PROMETHEUS_TOOLS),
+    on_progress: Callable[[str], None] | None = None,
+    *,
+    cache_dir: Path | None = None,
+    timeout_s: float = _BUILD_TIMEOUT_S,
+) -> dict[str, Path]:
+    """Return the cached binaries ``names`` (keys of :data:`PROMETHEUS_TOOLS`),
+    building the missing ones with one ``go install``.
+
+    The build writes into a temporary ``GOBIN`` inside the cache folder; each
     binary is renamed into place only when ``go`` succeeded, so a killed build
     is never used. A lock file makes a second process wait for the first
     one's build instead of building again. ``GOMODCACHE`` and ``GOPROXY`` are
     the caller's (Go's defaults: ``~/go/pkg/mod``, ``proxy.golang.org``).
 
     Args:
+        names: the binaries wanted (``prometheus``, ``promtool``).
         on_progress: called with one human-readable line per step.
         cache_dir: cache root; ``None`` means :func:`cache_root`.
         timeout_s: seconds the build may take (about 3 minutes from an empty
             module cache on 2 cores; seconds with a warm one).
 
     Returns:
-        The path of the executable ``prometheus``.
+        ``{name: path of the executable}``.
 
     Raises:
         SandboxError: ``go`` is not on ``PATH``, the build failed or timed out
-            (with the tail of its output).
+            (with the tail of its output); an unknown name.
     """
-    binary = prometheus_path(cache_dir)
-    if _executable(binary):
-        return binary
+    unknown = [n for n in names if n not in PROMETHEUS_TOOLS]
+    if unknown:
+        raise SandboxError(f"not a Prometheus command quotaform builds: {', '.join(unknown)}")
+    folder = prometheus_path(cache_dir).parent
+    paths = {name: folder / name for name in names}
+    if all(_executable(p) for p in paths.values()):
+        return paths
     go = shutil.which("go")
     if go is None:
+        absent = ", ".join(n for n, p in paths.items() if not _executable(p))
         raise SandboxError(
-            "Go (go) not found on PATH; quotaform builds Prometheus "
-            f"{PROMETHEUS_VERSION} from the Go module proxy once and caches it in "
-            f"{binary.parent}. Install Go 1.24+ (https://go.dev/dl/) or put a "
-            f"Prometheus 3 binary at {binary}."
+            f"Go (go) not found on PATH; quotaform builds Prometheus {PROMETHEUS_VERSION} "
+            f"({absent}) from the Go module proxy once and caches it in {folder}. Install "
+            f"Go 1.24+ (https://go.dev/dl/) or put Prometheus 3 binaries in {folder}."
         )
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    with _build_lock(binary.parent):
-        if _executable(binary):  # built by another process while we waited
-            return binary
-        gobin = Path(tempfile.mkdtemp(prefix="gobin.partial-", dir=binary.parent))
+    folder.mkdir(parents=True, exist_ok=True)
+    with _build_lock(folder):
+        missing = [n for n, p in paths.items() if not _executable(p)]
+        if not missing:  # built by another process while we waited
+            return paths
+        gobin = Path(tempfile.mkdtemp(prefix="gobin.partial-", dir=folder))
         try:
             _progress(
                 on_progress,
-                f"Building Prometheus {PROMETHEUS_VERSION} with go install "
-                "(once; a few minutes) ...",
+                f"Building Prometheus {PROMETHEUS_VERSION} ({', '.join(missing)}) with go "
+                "install (once; a few minutes) ...",
             )
             started = time.monotonic()
-            _go_install(go, gobin, timeout_s)
-            built = gobin / "prometheus"
-            if not _executable(built):
-                raise SandboxError(
-                    f"go install finished but left no executable prometheus in {gobin}."
-                )
-            os.replace(built, binary)
+            _go_install(go, gobin, missing, timeout_s)
+            for name in missing:
+                built = gobin / name
+                if not _executable(built):
+                    raise SandboxError(
+                        f"go install finished but left no executable {name} in {gobin}."
+                    )
+                os.replace(built, paths[name])
         finally:
             shutil.rmtree(gobin, ignore_errors=True)
     _progress(
         on_progress,
-        f"Prometheus {PROMETHEUS_VERSION} built in {time.monotonic() - started:.0f} s: {binary}",
+        f"Prometheus {PROMETHEUS_VERSION} ({', '.join(missing)}) built in "
+        f"{time.monotonic() - started:.0f} s: {folder}",
     )
-    return binary
+    return paths
 
 
-def _go_install(go: str, gobin: Path, timeout_s: float) -> None:
-    cmd = [go, "install", "-tags", _BUILD_TAGS, f"{PROMETHEUS_MODULE}@{PROMETHEUS_VERSION}"]
+def _go_install(go: str, gobin: Path, names: Sequence[str], timeout_s: float) -> None:
+    packages = [f"{PROMETHEUS_TOOLS[name]}@{PROMETHEUS_VERSION}" for name in names]
+    cmd = [go, "install", "-tags", _BUILD_TAGS, *packages]
     env = {**os.environ, "GOBIN": str(gobin), "CGO_ENABLED": "0"}
     log.info("running GOBIN=%s %s", gobin, " ".join(cmd))
     try:
@@ -223,6 +289,7 @@ def start_prometheus(
     *,
     state_dir: Path,
     scrape_interval_s: float = 1.0,
+    rule_files: Sequence[Path] = (),
     web_config: Mapping[str, Any] | None = None,
     binary: Path | None = None,
     timeout_s: float = 60.0,
@@ -235,7 +302,10 @@ def start_prometheus(
         targets: ``127.0.0.1:PORT`` of each exporter.
         state_dir: a folder for the config, TSDB and log (created; left in
             place by :func:`stop_prometheus` so the caller can read the log).
-        scrape_interval_s: seconds between scrapes (the scrape timeout is the same).
+        scrape_interval_s: seconds between scrapes (the scrape timeout is the
+            same), also the rules' default evaluation interval.
+        rule_files: rule files Prometheus loads (``rule_files:``, absolute
+            paths); a file it cannot load stops it from starting (the log says why).
         web_config: the content of Prometheus' ``--web.config.file``, e.g.
             ``{"basic_auth_users": {"alice": "<bcrypt hash>"}}`` (see
             :func:`basic_auth_web_config`) and/or ``{"tls_server_config":
@@ -258,7 +328,7 @@ def start_prometheus(
         raise SandboxError("start_prometheus needs at least one scrape target")
     state_dir.mkdir(parents=True, exist_ok=True)
     config = state_dir / "prometheus.yml"
-    config.write_text(_config_text(targets, scrape_interval_s), encoding="utf-8")
+    config.write_text(_config_text(targets, scrape_interval_s, rule_files), encoding="utf-8")
     web_args: list[str] = []
     scheme = "http"
     if web_config is not None:
@@ -370,6 +440,34 @@ def query_range(
         raise SandboxError(f"Prometheus query_range on {url} failed: {exc}") from exc
 
 
+def prometheus_get(
+    url: str,
+    path: str,
+    params: Mapping[str, str] | None = None,
+    *,
+    timeout_s: float = 30.0,
+) -> bytes:
+    """The raw body of ``GET {url}{path}?params`` on a loopback Prometheus:
+    ``/api/v1/query``, ``/api/v1/alerts``, ``/api/v1/rules``, ``/metrics``
+    (its own metrics, e.g. ``prometheus_rule_group_last_duration_seconds``).
+
+    Raises:
+        SandboxError: not a loopback URL, no answer, or a non-200 status
+            (with the start of Prometheus' error body).
+    """
+    if not url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")):
+        raise SandboxError(f"requests are only sent to 127.0.0.1, not to {url}")
+    query = f"?{urllib.parse.urlencode(dict(params))}" if params else ""
+    try:
+        with urllib.request.urlopen(f"{url}{path}{query}", timeout=timeout_s) as response:
+            return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()[:500].decode("utf-8", errors="replace")
+        raise SandboxError(f"Prometheus {path} answered {exc.code}: {body}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise SandboxError(f"Prometheus {path} on {url} failed: {exc}") from exc
+
+
 def basic_auth_web_config(users: Mapping[str, str], *, rounds: int = 10) -> dict[str, Any]:
     """A ``--web.config.file`` content requiring HTTP basic auth of ``users``
     (``{name: password}``), passwords stored as bcrypt hashes as Prometheus wants.
@@ -392,10 +490,17 @@ def basic_auth_web_config(users: Mapping[str, str], *, rounds: int = 10) -> dict
     }
 
 
-def _config_text(targets: Sequence[str], scrape_interval_s: float) -> str:
+def _config_text(
+    targets: Sequence[str], scrape_interval_s: float, rule_files: Sequence[Path] = ()
+) -> str:
     interval = f"{max(1, round(scrape_interval_s * 1000))}ms"
-    config = {
-        "global": {"scrape_interval": interval, "scrape_timeout": interval},
+    config: dict[str, Any] = {
+        "global": {
+            "scrape_interval": interval,
+            "scrape_timeout": interval,
+            "evaluation_interval": interval,
+        },
+        "rule_files": [str(Path(f).resolve()) for f in rule_files],
         "scrape_configs": [
             {
                 "job_name": "kafka",
@@ -431,16 +536,18 @@ def _progress(on_progress: Callable[[str], None] | None, message: str) -> None:
 
 def main() -> int:
     """``python -m quotaform.sandbox.prometheus``: build (or find) the cached
-    binary, saying so on standard error; exit 0 when it is there, 1 if not.
-    ``scripts/test`` starts it beside the install so the build is done by the
-    time the live tests need it (they wait on the same lock)."""
+    binaries (``prometheus`` and ``promtool``, one ``go install``), saying so
+    on standard error; exit 0 when they are there, 1 if not. ``scripts/test``
+    starts it beside the install so the build is done by the time the live
+    tests need it (they wait on the same lock)."""
     import sys
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     try:
-        say(f"Prometheus {PROMETHEUS_VERSION}: {ensure_prometheus(say)}")
+        found = ensure_prometheus_tools(on_progress=say)
+        say(f"Prometheus {PROMETHEUS_VERSION}: {', '.join(map(str, found.values()))}")
     except SandboxError as exc:
         say(f"Error: {exc}")
         return 1

@@ -89,6 +89,53 @@ def test_explain_names_the_callback_and_marks_the_default_resolution_not_enforce
     assert doc["enforcement"]["quota_callbacks"] == {"1": FLAT_CALLBACK}
 
 
+def test_monitor_rules_record_no_limit_where_the_callback_decides_and_alert_why(
+    flat_broker: SandboxBroker, tmp_path: Path
+) -> None:
+    """``monitor rules`` from the live cluster reads the callback: no limit
+    rule for the keys it decides (even with an entity stored), the ip keys
+    still resolved, a warning, and the callback alert naming the class."""
+    from ruamel.yaml import YAML
+
+    from quotaform.monitor.rules import ALERT_CALLBACK, ENTRY, LIMIT
+
+    scope = [{"shape": "user"}, {"shape": "ip"}]
+    manifest = write_manifest(
+        tmp_path / "quotas.yaml", "flat",
+        [{"entity": {"user": "alice"}, "values": {"producer_byte_rate": "10MiB"}},
+         {"entity": {"ip": "192.0.2.10"}, "values": {"connection_creation_rate": 5}}],
+        scope=scope,
+    )  # fmt: skip
+    applied = runner.invoke(
+        app, ["apply", str(manifest), "--bootstrap-server", flat_broker.bootstrap, "--auto-approve"]
+    )
+    assert applied.exit_code == 0, applied.output
+    try:
+        result = runner.invoke(
+            app, ["monitor", "rules", "--bootstrap-server", flat_broker.bootstrap, "--out", "-"]
+        )
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.stderr.split())
+        assert f"client.quota.callback.class={FLAT_CALLBACK}" in said, said
+        assert "limits for connection_creation_rate)" in said, said
+        rules = [r for g in YAML(typ="safe").load(result.stdout)["groups"] for r in g["rules"]]
+        limits = [r["labels"]["quota_key"] for r in rules if r.get("record") == LIMIT]
+        entries = [r["labels"]["quota_key"] for r in rules if r.get("record") == ENTRY]
+        assert limits == entries == ["connection_creation_rate"]
+        (alert,) = [r for r in rules if r.get("alert") == ALERT_CALLBACK]
+        assert (alert["labels"]["quota_callback"], alert["labels"]["brokers"]) == (
+            FLAT_CALLBACK,
+            "1",
+        )
+    finally:
+        removed = runner.invoke(
+            app,
+            ["apply", str(write_manifest(tmp_path / "none.yaml", "flat", scope=scope)),
+             "--bootstrap-server", flat_broker.bootstrap, "--auto-approve", "--allow-deletes"],
+        )  # fmt: skip
+        assert removed.exit_code == 0, removed.output
+
+
 def test_the_broker_throttles_at_the_callbacks_limit_with_no_quota_stored(
     flat_broker: SandboxBroker,
 ) -> None:

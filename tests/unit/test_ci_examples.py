@@ -146,10 +146,11 @@ def check_invocation(args: list[str]) -> list[str]:
     return problems
 
 
-def test_there_are_three_workflows() -> None:
+def test_there_are_four_workflows() -> None:
     assert [w.name for w in WORKFLOWS] == [
         "quotaform-apply.yml",
         "quotaform-drift.yml",
+        "quotaform-monitor.yml",
         "quotaform-plan.yml",
     ]
 
