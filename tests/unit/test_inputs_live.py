@@ -27,12 +27,13 @@ EXPECTED = {
 
 def _analyze(url: str, out: Path) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
+    command = [
+        sys.executable, "-m", "quotaform", "analyze", "utilisation", str(MANIFEST),
+        "--prometheus", url, "--since", "10m", "--prometheus-timeout", "3s",
+        "--max-usage-size", "10MiB", "--engine", "python", "--out", str(out),
+    ]  # fmt: skip
     done = subprocess.run(
-        [
-            sys.executable, "-m", "quotaform", "analyze", "utilisation", str(MANIFEST),
-            "--prometheus", url, "--since", "10m", "--prometheus-timeout", "3s",
-            "--max-usage-size", "10MiB", "--engine", "python", "--out", str(out),
-        ],  # fmt: skip
+        command,
         capture_output=True,
         text=True,
         timeout=60,
