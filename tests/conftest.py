@@ -219,3 +219,16 @@ def prometheus_binary() -> Path:
     if failure is not None:  # outside the except: no chained traceback in the report
         pytest.fail(failure, pytrace=False)
     return binary
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep each module's tests on one pytest-xdist worker (``scripts/test``
+    runs ``-n 2 --dist loadgroup``): a module's fixtures (a broker, a
+    cluster, a load scenario) then start once. A module that must share a
+    heavy session fixture with other modules (one SparkSession, one Spark
+    cluster) names a group of its own with ``pytest.mark.xdist_group``; this
+    hook runs before xdist's, which reads the groups."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

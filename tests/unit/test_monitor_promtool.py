@@ -57,6 +57,8 @@ from quotaform.monitor.rules import (
 from quotaform.plan.enforcement import QuotaEnforcement
 from tests.conformance.cases import ResolutionCase, load_cases
 
+pytestmark = pytest.mark.prometheus
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "examples" / "monitor" / "quotas.yaml"
 
