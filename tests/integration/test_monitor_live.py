@@ -2,7 +2,9 @@
 ("Proven on the broker") run exactly as shown against a SCRAM sandbox broker
 with the JMX exporter agent (Strimzi's rules plus quotaform's
 ``examples/prometheus/`` snippet), then a real Prometheus (v0.316.0) scrapes
-it every second and loads the generated rule file, while clients in their own
+it every 2 s (a 2 s scrape timeout: on a busy 2-core runner the exporter can
+take over 1 s to answer, and each failed scrape marks every series stale,
+which resets an alert's ``for``) and loads the generated rule file, while clients in their own
 processes drive a quota group at every resolution level
 (:mod:`quotaform.sandbox.monitorload`).
 
@@ -151,6 +153,7 @@ def live(prometheus_binary: Path) -> Iterator[Live]:
             state_dir=work / "prometheus",
             binary=prometheus_binary,
             rule_files=[work / "quotaform.rules.yaml"],
+            scrape_interval_s=2.0,
         )
         try:
             seen: dict[tuple[str, Group], float] = {}
@@ -300,9 +303,11 @@ def test_utilisation_matches_analyze_utilisation(live: Live, tmp_path: Path) -> 
     print("\n".join(["", header, *rows]))
     assert not off, "\n".join([*off, header, *rows])
     alice = ratios[("producer_byte_rate", "alice", "alice-app", "")]
-    assert percentile(alice, 0.5) == pytest.approx(
-        1.0, abs=0.15
-    )  # throttled: censored at its quota
+    # Throttled: held at about its quota. The broker measures the requests
+    # already in flight when the client mutes itself (KIP-219), so the usage
+    # overshoots: 1.0-1.1 on a quiet machine, 1.19 seen beside a second pytest
+    # worker.
+    assert 0.85 <= percentile(alice, 0.5) <= 1.35, alice
     assert max(ratios[("producer_byte_rate", "erin", "erin-app", "")]) < 0.05  # idle
 
 
@@ -317,8 +322,12 @@ def test_the_throttled_groups_alert_and_the_idle_one_does_not(live: Live) -> Non
     alice = ("producer_byte_rate", "alice", "alice-app", "")
     reader = ("consumer_byte_rate", "", "reader-7", "")
     erin = ("producer_byte_rate", "erin", "erin-app", "")
-    assert (ALERT_THROTTLED, alice) in fired, sorted(fired)
-    assert (ALERT_THROTTLED, reader) in fired, sorted(fired)
+    failed_scrapes = instant(
+        live, f"count_over_time((up == 0)[{time.time() - live.run.started + 5:.0f}s:])"
+    )
+    scrapes = f"fired: {sorted(fired)}; failed scrapes: {failed_scrapes}"
+    assert (ALERT_THROTTLED, alice) in fired, scrapes
+    assert (ALERT_THROTTLED, reader) in fired, scrapes
     history = query_range(
         live.prometheus.url, "ALERTS", start=live.run.started, end=time.time(), step_s=1
     )

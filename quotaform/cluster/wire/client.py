@@ -694,9 +694,14 @@ class QuotaAdminClient(ClientQuotaAdminMixin, KafkaAdminClient):
     def cluster_description(self) -> dict[str, Any]:
         """kafka-python's ``describe_cluster()`` (DescribeCluster, or Metadata
         on old brokers: ``cluster_id``, ``brokers`` with ``broker_id`` and
-        ``is_fenced``), asked once per client."""
+        ``is_fenced``), asked once per client, retried as the quota requests
+        are (the least loaded broker may be one that hangs).
+
+        Raises:
+            BrokerError: no answer after the last try, or an error code.
+        """
         if self._cluster is None:
-            self._cluster = self.describe_cluster()
+            self._cluster = self._with_retries("DescribeCluster", self.describe_cluster)
         return self._cluster
 
     def cluster_id(self) -> str:
