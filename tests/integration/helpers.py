@@ -164,17 +164,28 @@ def entity_from_config_command(description: str):  # type: ignore[no-untyped-def
     return Entity.from_pairs(pairs)
 
 
-def config_command_view(config_command) -> dict:  # type: ignore[no-untyped-def]
-    """Every quota on the broker as Kafka's own kafka-configs sees it:
-    ``{Entity: {quota key: value}}`` (four JVM runs, one per entity shape)."""
+#: ConfigCommand's ``--entity-type`` arguments of each entity shape.
+CONFIG_COMMAND_SHAPES = (["users"], ["clients"], ["users", "clients"], ["ips"])
+
+
+def config_command_view(config_command, shapes=CONFIG_COMMAND_SHAPES) -> dict:  # type: ignore[no-untyped-def]
+    """Every quota on the broker (of ``shapes``) as Kafka's own kafka-configs
+    sees it: ``{Entity: {quota key: value}}`` (one JVM run per entity shape,
+    side by side: each mostly waits for its JVM to start)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from quotaform.sandbox import parse_quota_describe
 
-    view = {}
-    for types in (["users"], ["clients"], ["users", "clients"], ["ips"]):
+    def describe(types: list[str]) -> str:
         args = ["--describe"]
         for t in types:
             args += ["--entity-type", t]
-        out = config_command(args).stdout
+        return str(config_command(args).stdout)
+
+    with ThreadPoolExecutor(max_workers=len(shapes)) as pool:
+        outputs = list(pool.map(describe, shapes))
+    view = {}
+    for out in outputs:
         for description, quotas in parse_quota_describe(out).items():
             view[entity_from_config_command(description)] = quotas
     return view
