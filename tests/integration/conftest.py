@@ -46,7 +46,10 @@ def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def jmx_session_broker():  # type: ignore[no-untyped-def]
     """A sandbox broker with JMX on a loopback port (its quota MBeans), shared
-    by the tests that read the broker's metrics."""
+    by the tests that read the broker's metrics, the multi-cluster tests (as
+    their second cluster) and the kill test (which kills and restarts it).
+    The modules using it are one ``xdist_group("jmx")``: under pytest-xdist
+    they run on one worker, which starts it once."""
     import os
 
     from quotaform.sandbox import BrokerOptions

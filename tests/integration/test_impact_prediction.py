@@ -50,7 +50,8 @@ from quotaform.sandbox.load import LoadResult, client_processes, consume, produc
 
 from .helpers import quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# One worker of pytest-xdist holds the session's JMX broker and every module using it.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("jmx")]
 
 KiB = 1024
 MiB = 1024 * KiB
