@@ -52,7 +52,8 @@ from tests.faultproxy import (
 )
 from tests.integration.helpers import quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("faults")]
 
 QUOTAS = {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0}
 

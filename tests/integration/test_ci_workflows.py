@@ -41,7 +41,8 @@ from quotaform.kafka.entity import Entity
 from quotaform.sandbox import BrokerOptions, SandboxBroker
 from tests.conftest import sandbox_broker
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("ci")]
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "examples" / "ci" / "workflows"

@@ -39,7 +39,8 @@ from quotaform.words import per_broker_sentence, per_broker_text
 from tests.conftest import restore_cluster
 from tests.integration.helpers import eventually, quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("cluster")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "kill_mid_apply.py"

@@ -66,7 +66,8 @@ from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_block, one_line
 from tests.httpfaults import FlakyProxy
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("prometheus")]
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "tests" / "fixtures" / "prometheus" / "rules"

@@ -40,7 +40,8 @@ from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_blocks, file_block, section
 from tests.integration.helpers import DEFAULT, quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("sasl")]
 
 #: admin is the super user; alice gets ACLs in a test; bob never has any.
 USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d", "bob": "bob-secret-2e8b"}
