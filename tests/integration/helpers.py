@@ -170,22 +170,15 @@ CONFIG_COMMAND_SHAPES = (["users"], ["clients"], ["users", "clients"], ["ips"])
 
 def config_command_view(config_command, shapes=CONFIG_COMMAND_SHAPES) -> dict:  # type: ignore[no-untyped-def]
     """Every quota on the broker (of ``shapes``) as Kafka's own kafka-configs
-    sees it: ``{Entity: {quota key: value}}`` (one JVM run per entity shape,
-    side by side: each mostly waits for its JVM to start)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    sees it: ``{Entity: {quota key: value}}`` (one run per entity shape)."""
     from quotaform.sandbox import parse_quota_describe
 
-    def describe(types: list[str]) -> str:
+    view = {}
+    for types in shapes:
         args = ["--describe"]
         for t in types:
             args += ["--entity-type", t]
-        return str(config_command(args).stdout)
-
-    with ThreadPoolExecutor(max_workers=len(shapes)) as pool:
-        outputs = list(pool.map(describe, shapes))
-    view = {}
-    for out in outputs:
+        out = config_command(args).stdout
         for description, quotas in parse_quota_describe(out).items():
             view[entity_from_config_command(description)] = quotas
     return view

@@ -39,7 +39,8 @@ from quotaform.plan.state import (
     ScopeRule,
     SourceLocation,
 )
-from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe, run_config_command
+from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe
+from tests.configcommand import run_config_command
 from tests.conftest import sandbox_broker
 from tests.faultproxy import (
     ALTER_CLIENT_QUOTAS,

@@ -3,7 +3,6 @@ behind quotaform's back by Kafka's own kafka-configs (ConfigCommand)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -107,17 +106,12 @@ def test_drift_classes_exit_codes_and_no_writes(
     assert doc.summary.matching == 3
     assert doc.unmanaged.total == 0
 
-    # Drift behind quotaform's back, with Kafka's own tool (one run per
-    # entity, side by side: they touch different entities).
-    behind = [
-        ("users", "svc-a", "--add-config", "producer_byte_rate=4096"),
-        ("users", "svc-b", "--delete-config", "producer_byte_rate"),
-        ("users", "svc-stray", "--add-config", "consumer_byte_rate=8192"),
-        ("users", "legacy-app", "--add-config", "producer_byte_rate=4096"),
-        ("clients", "reporting", "--add-config", "request_percentage=10"),
-    ]
-    with ThreadPoolExecutor(max_workers=len(behind)) as pool:
-        list(pool.map(lambda args: alter(config_command, *args), behind))
+    # Drift behind quotaform's back, with Kafka's own tool.
+    alter(config_command, "users", "svc-a", "--add-config", "producer_byte_rate=4096")
+    alter(config_command, "users", "svc-b", "--delete-config", "producer_byte_rate")
+    alter(config_command, "users", "svc-stray", "--add-config", "consumer_byte_rate=8192")
+    alter(config_command, "users", "legacy-app", "--add-config", "producer_byte_rate=4096")
+    alter(config_command, "clients", "reporting", "--add-config", "request_percentage=10")
     drifted = {
         SVC_A: {"producer_byte_rate": 4096.0, "consumer_byte_rate": 2097152.0},
         IP_10: {"connection_creation_rate": 20.0},

@@ -22,10 +22,8 @@ from quotaform.cluster.wire import QuotaAdminClient, load_connection_settings, o
 from quotaform.formats.multicluster import MultiClusterDocument
 from quotaform.formats.plan import PlanDocument
 from quotaform.kafka.entity import Entity
-from quotaform.sandbox import (
-    SandboxBroker,
-    run_config_command,
-)
+from quotaform.sandbox import SandboxBroker
+from tests.configcommand import run_config_command
 
 from .helpers import config_command_view, wipe
 

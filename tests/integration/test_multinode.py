@@ -29,13 +29,13 @@ from quotaform.sandbox import (
     broker_status,
     kill_node,
     parse_quota_describe,
-    run_config_command,
     stop_broker,
     suspended_node,
 )
 from quotaform.sandbox.broker import default_state_dir
 from quotaform.sandbox.quorum import describe_cluster, describe_quorum
 from quotaform.words import per_broker_sentence, per_broker_text
+from tests.configcommand import run_config_command
 from tests.conftest import restore_cluster
 from tests.integration.helpers import eventually, quota, write_manifest
 

@@ -35,7 +35,8 @@ from quotaform.cli.app import app
 from quotaform.cluster.wire import AlterOutcome, QuotaAdminClient, QuotaAlteration
 from quotaform.errors import AuthorizationError
 from quotaform.kafka.entity import Entity
-from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe, run_config_command
+from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe
+from tests.configcommand import run_config_command
 from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_blocks, file_block, section
 from tests.integration.helpers import DEFAULT, quota, write_manifest
