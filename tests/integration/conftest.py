@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -43,19 +44,30 @@ def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
     return str(kafka_broker.bootstrap)
 
 
+#: ``QUOTAFORM_TEST_LONG_WINDOWS=1``: the JMX broker keeps Kafka's default metric
+#: samples and the load tests their long durations (``scripts/impact_scenarios.py --long``).
+LONG_WINDOWS = os.environ.get("QUOTAFORM_TEST_LONG_WINDOWS") == "1"
+#: Seconds of each of the JMX broker's 2 metric samples (``metrics.sample.window.ms``),
+#: which a ``throttle-time`` Avg spans: 10, not Kafka's 30, so the Avg has dropped a
+#: load's first seconds after about 20 s instead of 60 s. The quota windows (the
+#: rates, ``quota.window.*``) keep Kafka's defaults.
+METRICS_SAMPLE_S = 30 if LONG_WINDOWS else 10
+
+
 @pytest.fixture(scope="session")
 def jmx_session_broker():  # type: ignore[no-untyped-def]
     """A sandbox broker with JMX on a loopback port (its quota MBeans), shared
     by the tests that read the broker's metrics, the multi-cluster tests (as
     their second cluster) and the kill test (which kills and restarts it).
     The modules using it are one ``xdist_group("jmx")``: under pytest-xdist
-    they run on one worker, which starts it once."""
-    import os
-
+    they run on one worker, which starts it once. Its metric samples are
+    :data:`METRICS_SAMPLE_S` long."""
     from quotaform.sandbox import BrokerOptions
     from tests.conftest import sandbox_broker
 
-    with sandbox_broker(f"pytest-jmx-{os.getpid()}", options=BrokerOptions(jmx_port=0)) as broker:
+    metrics = {"metrics.sample.window.ms": str(METRICS_SAMPLE_S * 1000)}
+    options = BrokerOptions(jmx_port=0, extra_properties=None if LONG_WINDOWS else metrics)
+    with sandbox_broker(f"pytest-jmx-{os.getpid()}", options=options) as broker:
         yield broker
 
 
