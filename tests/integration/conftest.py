@@ -85,3 +85,45 @@ def jmx_broker(jmx_session_broker):  # type: ignore[no-untyped-def]
         yield jmx_session_broker
     finally:
         client.close()
+
+
+#: The SCRAM users of the session's SCRAM broker: ``admin`` is its super user,
+#: ``alice`` gets ACLs in a test, ``bob`` never has any.
+SCRAM_USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d", "bob": "bob-secret-2e8b"}
+
+
+@pytest.fixture(scope="session")
+def scram_session_broker():  # type: ignore[no-untyped-def]
+    """A SASL_PLAINTEXT sandbox broker with :data:`SCRAM_USERS` (SCRAM-SHA-512,
+    the StandardAuthorizer, ``admin`` its super user), shared by the SASL
+    tests and the CI workflow tests: one ``xdist_group("scram")``. Use
+    ``scram_broker``."""
+    from quotaform.sandbox import BrokerOptions
+    from tests.conftest import sandbox_broker
+
+    options = BrokerOptions(scram_users=SCRAM_USERS)
+    with sandbox_broker(f"pytest-scram-{os.getpid()}", options=options) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def scram_broker(scram_session_broker):  # type: ignore[no-untyped-def]
+    """The session's SCRAM broker without client quotas when the module
+    starts (each module owns every quota on it, in order)."""
+    from dataclasses import replace
+
+    from .helpers import wipe
+
+    settings = load_connection_settings(
+        bootstrap_server=scram_session_broker.bootstrap,
+        env={"QUOTAFORM_SASL_USERNAME": "admin", "QUOTAFORM_SASL_PASSWORD": SCRAM_USERS["admin"]},
+    )
+    client = open_admin(
+        replace(settings, security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512"),
+        read_only=False,
+    )
+    try:
+        wipe(client)
+    finally:
+        client.close()
+    return scram_session_broker
