@@ -28,12 +28,12 @@ from quotaform.sandbox import (
     DEFAULT_KAFKA_VERSION,
     SandboxBroker,
     broker_status,
-    run_config_command,
     start_broker,
     stop_broker,
 )
 from quotaform.sandbox.broker import default_state_dir
 from quotaform.sandbox.processes import is_alive
+from tests.configcommand import run_config_command
 
 ConfigCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
@@ -132,7 +132,8 @@ def restore_cluster(cluster: SandboxBroker) -> SandboxBroker:
 @pytest.fixture(scope="session")
 def config_command(kafka_broker: SandboxBroker) -> ConfigCommand:
     """``config_command(["--describe", "--entity-type", "users"])`` runs Kafka's own
-    kafka-configs against the session broker (raises SandboxError on non-zero exit)."""
+    kafka-configs against the session broker (ConfigCommand's ``main`` in the
+    warm JVM of ``tests/configcommand.py``; raises SandboxError on non-zero exit)."""
     return functools.partial(
         run_config_command, bootstrap=kafka_broker.bootstrap, version=kafka_broker.version
     )

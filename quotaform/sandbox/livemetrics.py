@@ -27,6 +27,7 @@ entity                                 quota                       traffic
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,9 +160,13 @@ def set_quotas(
     broker: SandboxBroker,
     config: Path,
     quotas: Sequence[tuple[Sequence[str], Mapping[str, float]]] = SCENARIO_QUOTAS,
+    *,
+    run: Callable[..., subprocess.CompletedProcess[str]] = run_config_command,
 ) -> None:
     """Set ``quotas`` with Kafka's own kafka-configs (``config``: the super
-    user's client properties, :func:`command_config`).
+    user's client properties, :func:`command_config`), one entity after the
+    other. ``run``: what runs kafka-configs, taking and returning what
+    :func:`run_config_command` does (a test's ConfigCommand kept warm in one JVM).
 
     Raises:
         SandboxError: kafka-configs failed.
@@ -172,7 +177,7 @@ def set_quotas(
             f"{key}={int(value) if float(value).is_integer() else value}"
             for key, value in values.items()
         )
-        proc = run_config_command(
+        proc = run(
             ["--command-config", str(config), "--alter", *entity, "--add-config", settings],
             bootstrap=broker.bootstrap,
             version=broker.version,

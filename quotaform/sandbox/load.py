@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import ipaddress
 import multiprocessing
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, wait
@@ -88,11 +89,13 @@ def produce(
     max_in_flight: int = 512,
     rate: float | None = None,
     security: Mapping[str, Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> LoadResult:
     """Produce ``record_size``-byte records as fast as the broker lets through
     (or at most ``rate`` bytes/s of values), for ``seconds`` or until
-    ``max_bytes`` of values were sent (``acks=1``). ``security``: extra
-    kafka-python connection settings (:func:`scram_settings`).
+    ``max_bytes`` of values were sent (``acks=1``), or until ``stop`` is set
+    (a client on a thread whose caller has measured what it needed).
+    ``security``: extra kafka-python connection settings (:func:`scram_settings`).
 
     Raises:
         SandboxError: a non-loopback bootstrap address.
@@ -113,7 +116,11 @@ def produce(
     sent = 0
     start = time.monotonic()
     try:
-        while time.monotonic() - start < seconds and sent + record_size <= max_bytes:
+        while (
+            time.monotonic() - start < seconds
+            and sent + record_size <= max_bytes
+            and not (stop is not None and stop.is_set())
+        ):
             pending.append(producer.send(topic, value))
             sent += record_size
             if rate is not None:
@@ -138,10 +145,12 @@ def consume(
     seconds: float,
     max_bytes: int = 256 * 1024 * 1024,
     security: Mapping[str, Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> LoadResult:
     """Read ``topic`` from the beginning without a group, as fast as the
-    broker lets through, for ``seconds`` or ``max_bytes`` of values.
-    ``security``: extra kafka-python connection settings (:func:`scram_settings`).
+    broker lets through, for ``seconds`` or ``max_bytes`` of values, or until
+    ``stop`` is set. ``security``: extra kafka-python connection settings
+    (:func:`scram_settings`).
 
     Raises:
         SandboxError: a non-loopback bootstrap address.
@@ -161,7 +170,11 @@ def consume(
     received = records = 0
     start = time.monotonic()
     try:
-        while time.monotonic() - start < seconds and received < max_bytes:
+        while (
+            time.monotonic() - start < seconds
+            and received < max_bytes
+            and not (stop is not None and stop.is_set())
+        ):
             for batch in consumer.poll(timeout_ms=200).values():
                 records += len(batch)
                 received += sum(len(r.value or b"") for r in batch)

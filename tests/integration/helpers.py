@@ -164,13 +164,17 @@ def entity_from_config_command(description: str):  # type: ignore[no-untyped-def
     return Entity.from_pairs(pairs)
 
 
-def config_command_view(config_command) -> dict:  # type: ignore[no-untyped-def]
-    """Every quota on the broker as Kafka's own kafka-configs sees it:
-    ``{Entity: {quota key: value}}`` (four JVM runs, one per entity shape)."""
+#: ConfigCommand's ``--entity-type`` arguments of each entity shape.
+CONFIG_COMMAND_SHAPES = (["users"], ["clients"], ["users", "clients"], ["ips"])
+
+
+def config_command_view(config_command, shapes=CONFIG_COMMAND_SHAPES) -> dict:  # type: ignore[no-untyped-def]
+    """Every quota on the broker (of ``shapes``) as Kafka's own kafka-configs
+    sees it: ``{Entity: {quota key: value}}`` (one run per entity shape)."""
     from quotaform.sandbox import parse_quota_describe
 
     view = {}
-    for types in (["users"], ["clients"], ["users", "clients"], ["ips"]):
+    for types in shapes:
         args = ["--describe"]
         for t in types:
             args += ["--entity-type", t]

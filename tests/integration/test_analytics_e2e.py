@@ -37,7 +37,8 @@ from quotaform.sandbox.load import consume, produce
 
 from .helpers import DEFAULT, quota, write_manifest
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
+# One worker of pytest-xdist holds the session's JMX broker and every module using it.
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.xdist_group("jmx")]
 
 KiB = 1024
 runner = CliRunner()

@@ -39,7 +39,8 @@ from quotaform.plan.state import (
     ScopeRule,
     SourceLocation,
 )
-from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe, run_config_command
+from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe
+from tests.configcommand import run_config_command
 from tests.conftest import sandbox_broker
 from tests.faultproxy import (
     ALTER_CLIENT_QUOTAS,
@@ -52,7 +53,8 @@ from tests.faultproxy import (
 )
 from tests.integration.helpers import quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("faults")]
 
 QUOTAS = {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0}
 

@@ -27,7 +27,6 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,14 +37,15 @@ from ruamel.yaml import YAML
 
 from quotaform.cluster.wire import QuotaAlteration, load_connection_settings, open_admin
 from quotaform.kafka.entity import Entity
-from quotaform.sandbox import BrokerOptions, SandboxBroker
-from tests.conftest import sandbox_broker
+from quotaform.sandbox import SandboxBroker
+from tests.integration.conftest import SCRAM_USERS
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker holds the session's SCRAM broker and the modules using it.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("scram")]
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "examples" / "ci" / "workflows"
-USERS = {"admin": "admin-ci-secret-51b2"}
+USERS = SCRAM_USERS
 #: The values the workflows ask to be set for one's cluster.
 CLUSTER_SETTINGS = {"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -187,10 +187,10 @@ def _record_action(step: dict[str, Any], workspace: Path, job: Job) -> None:
 
 
 @pytest.fixture(scope="module")
-def ci_broker() -> Iterator[SandboxBroker]:
-    options = BrokerOptions(scram_users=USERS)
-    with sandbox_broker(f"pytest-ci-{os.getpid()}", options=options) as broker:
-        yield broker
+def ci_broker(scram_broker: SandboxBroker) -> SandboxBroker:
+    """The session's SCRAM broker (shared with the SASL tests), without client
+    quotas when the module starts: the workflows' first plan creates everything."""
+    return scram_broker
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,8 @@ from quotaform.sandbox.load import LoadResult, consume, produce
 
 from .helpers import DEFAULT, quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# One worker of pytest-xdist holds the session's JMX broker and every module using it.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("jmx")]
 
 KiB = 1024
 runner = CliRunner()
@@ -78,6 +79,13 @@ def in_background(run: Callable[[], LoadResult]) -> tuple[threading.Thread, list
     thread = threading.Thread(target=lambda: out.append(run()), daemon=True)
     thread.start()
     return thread, out
+
+
+def stopped(stop: threading.Event, *threads: threading.Thread) -> None:
+    """End the clients (``stop``, which they were given) once measured, and join them."""
+    stop.set()
+    for thread in threads:
+        thread.join(60)
 
 
 def rates(broker: SandboxBroker, *, reads: int, every_s: float = 1.0) -> dict[str, list[float]]:
@@ -156,10 +164,14 @@ def test_the_broker_uses_the_groups_and_quotas_explain_predicts(
     # set only on {user, client-id} entities, so qf-fill's group is unlimited.
     filled = produce(bootstrap, "fill", client_id="qf-fill", seconds=60, max_bytes=12 * 1024 * KiB)
     assert filled.bytes > 12 * 1024 * KiB - 1000  # in 1.8 s: unlimited, as explained
-    producer, _ = in_background(lambda: produce(bootstrap, "load", client_id="qf-app", seconds=27))
+    # The clients run until measured (27 s at most: 13 + 8 + the reads).
+    stop = threading.Event()
+    producer, _ = in_background(
+        lambda: produce(bootstrap, "load", client_id="qf-app", seconds=27, stop=stop)
+    )
     consumer, got = in_background(
         lambda: consume(
-            bootstrap, "fill", client_id="qf-app", seconds=27, max_bytes=11 * 1024 * KiB
+            bootstrap, "fill", client_id="qf-app", seconds=27, max_bytes=11 * 1024 * KiB, stop=stop
         )
     )
     time.sleep(13)  # past the first ~10-12 s window, burst included
@@ -168,8 +180,7 @@ def test_the_broker_uses_the_groups_and_quotas_explain_predicts(
     # Measure once two reads a second apart agree (at most 8 s more).
     steady(jmx_broker, "kafka.server:type=Fetch,user=ANONYMOUS", seconds=8)
     measured = rates(jmx_broker, reads=5)
-    producer.join(60)
-    consumer.join(60)
+    stopped(stop, producer, consumer)
 
     names = {key: predicted[key]["mbean"] for key in predicted if predicted[key]["recorded"]}
     assert names == {
@@ -204,7 +215,9 @@ def test_a_new_shape_moves_the_client_to_the_group_explain_plan_predicted(
         "--allow-deletes", "--allow-relax", "--allow-default-removal",
     )  # fmt: skip
     create_topics(jmx_broker, "move")
-    produce(bootstrap, "move", client_id="qf-move", seconds=4)
+    # Traffic in the level-8 group, so its MBean exists (what it recorded
+    # decays ~11 s after the last request, however long it ran).
+    produce(bootstrap, "move", client_id="qf-move", seconds=1)
     before = rates(jmx_broker, reads=1)
     assert "kafka.server:type=Produce,client-id=qf-move" in before, sorted(before)
 
@@ -240,10 +253,13 @@ def test_a_new_shape_moves_the_client_to_the_group_explain_plan_predicted(
     )
 
     cli("apply", str(plan_file), "--bootstrap-server", bootstrap)
-    producer, _ = in_background(lambda: produce(bootstrap, "move", client_id="qf-move", seconds=17))
-    time.sleep(13)
+    stop = threading.Event()
+    producer, _ = in_background(
+        lambda: produce(bootstrap, "move", client_id="qf-move", seconds=17, stop=stop)
+    )
+    time.sleep(13)  # the new group past its first window; the old one decayed
     measured = rates(jmx_broker, reads=3)
-    producer.join(60)
+    stopped(stop, producer)
     new_group = statistics.median(measured[now["mbean"]])
     old_group = statistics.median(measured[was["mbean"]])
     print(f"\nmove: new group {new_group / (512 * KiB):.1%}, old group {old_group:.0f} B/s")

@@ -64,7 +64,8 @@ from quotaform.sandbox.prometheus import (
 from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_block
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("monitor")]
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "tests" / "fixtures" / "prometheus" / "rules"

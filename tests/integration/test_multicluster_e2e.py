@@ -1,14 +1,15 @@
 """Several clusters: profiles, --cluster, --all-clusters, against TWO real brokers.
 
-``eu`` is the session's broker, ``us`` a second sandbox started for this module.
-Each broker is checked with Kafka's own kafka-configs (ConfigCommand).
+``eu`` is the session's broker, ``us`` another: the session's JMX broker (a
+second plain broker; its JMX port plays no part here, and starting it once
+serves the metrics tests too). Each broker is checked with Kafka's own
+kafka-configs (ConfigCommand).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,15 +22,13 @@ from quotaform.cluster.wire import QuotaAdminClient, load_connection_settings, o
 from quotaform.formats.multicluster import MultiClusterDocument
 from quotaform.formats.plan import PlanDocument
 from quotaform.kafka.entity import Entity
-from quotaform.sandbox import (
-    SandboxBroker,
-    run_config_command,
-)
-from tests.conftest import sandbox_broker
+from quotaform.sandbox import SandboxBroker
+from tests.configcommand import run_config_command
 
 from .helpers import config_command_view, wipe
 
-pytestmark = pytest.mark.broker
+# One worker of pytest-xdist holds the session's JMX broker and every module using it.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("jmx")]
 runner = CliRunner()
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "multi-cluster"
@@ -37,10 +36,10 @@ MiB = 1048576.0
 
 
 @pytest.fixture(scope="module")
-def second_broker() -> Iterator[SandboxBroker]:
-    """A second sandbox broker, alongside the session's; always stopped."""
-    with sandbox_broker(f"pytest-second-{os.getpid()}") as broker:
-        yield broker
+def second_broker(jmx_session_broker: SandboxBroker) -> SandboxBroker:
+    """A second broker, alongside the session's: the session's JMX broker
+    (each test wipes both first, as the metrics tests wipe it)."""
+    return jmx_session_broker
 
 
 @pytest.fixture(scope="module")

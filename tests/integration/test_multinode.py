@@ -29,17 +29,18 @@ from quotaform.sandbox import (
     broker_status,
     kill_node,
     parse_quota_describe,
-    run_config_command,
     stop_broker,
     suspended_node,
 )
 from quotaform.sandbox.broker import default_state_dir
 from quotaform.sandbox.quorum import describe_cluster, describe_quorum
 from quotaform.words import per_broker_sentence, per_broker_text
+from tests.configcommand import run_config_command
 from tests.conftest import restore_cluster
 from tests.integration.helpers import eventually, quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("cluster")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "kill_mid_apply.py"

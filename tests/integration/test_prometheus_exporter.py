@@ -11,7 +11,9 @@ configs get ``includeObjectNames`` of the quota MBeans only, which keeps a
 1 s scrape fast and changes no metric name. The answers are read through
 ``/api/v1/query_range`` exactly as a user's Prometheus serves them.
 
-Traffic goes to 127.0.0.1 only and is bounded (25 s of load).
+Traffic goes to 127.0.0.1 only and is bounded (20 s of load: 12 s for the rate
+window, then 8 s of steady samples, 1 s apart in Prometheus and 2 s apart in
+JmxTool's readings; ``scripts/prometheus_live.py`` runs the scenario longer).
 """
 
 from __future__ import annotations
@@ -58,21 +60,24 @@ from quotaform.sandbox.livemetrics import (
 from quotaform.sandbox.prometheus import (
     PrometheusServer,
     basic_auth_web_config,
+    prometheus_get,
     query_range,
     start_prometheus,
     stop_prometheus,
 )
+from tests.configcommand import run_config_command
 from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_block, one_line
 from tests.httpfaults import FlakyProxy
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("prometheus")]
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "tests" / "fixtures" / "prometheus" / "rules"
 SNIPPETS = ROOT / "examples" / "prometheus"
 OVERRIDES = {"includeObjectNames": list(QUOTA_OBJECT_NAMES), "startDelaySeconds": 0}
-LOAD_S = 25.0
+LOAD_S = 20.0
 #: Our convention's quota metric names (what quotaform reads).
 OURS = (
     "kafka_server_(produce|fetch)_(byte_rate|throttle_time)"
@@ -131,11 +136,11 @@ def live(prometheus_binary: Path) -> Iterator[Live]:
             pytest.fail(failure or "not started", pytrace=False)
         try:
             prepare(broker, fill_bytes=8 * 1024 * 1024)
-            set_quotas(broker, command_config(work))
+            set_quotas(broker, command_config(work), run=run_config_command)
             jmx = work / "jmxtool.jsonl"
             with jmx.open("w", encoding="utf-8") as out, _reading(broker, out):
                 run = run_scenario_load(broker, seconds=LOAD_S)
-            time.sleep(3)  # the last scrapes land
+            _scraped_after(prometheus, [agent, exporter.target], run.ended)
             print(f"\nload: {run.results} errors={run.errors}")
             yield Live(
                 broker,
@@ -148,6 +153,22 @@ def live(prometheus_binary: Path) -> Iterator[Live]:
         finally:
             stop_prometheus(prometheus)
             stop_exporter_server(exporter)
+
+
+def _scraped_after(
+    prometheus: PrometheusServer, instances: list[str], moment: float, timeout_s: float = 15.0
+) -> None:
+    """Wait until Prometheus holds a scrape of every instance taken after
+    ``moment`` (unix seconds): the load's last samples have landed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = json.loads(
+            prometheus_get(prometheus.url, "/api/v1/query", {"query": "timestamp(up)"})
+        )
+        latest = {r["metric"]["instance"]: float(r["value"][1]) for r in answer["data"]["result"]}
+        if all(latest.get(i, 0.0) > moment for i in instances) or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 @contextmanager
@@ -441,7 +462,7 @@ def test_quotaform_authenticates_over_tls_and_never_shows_the_secret(
             read, out = run("--prometheus-ca-file", str(ca_file), env=login)
             if read.exit_code == 0 or time.monotonic() > deadline:
                 break
-            time.sleep(2)
+            time.sleep(0.5)
         assert read.exit_code == 0, read.stderr
         assert secret not in (out / "summary.json").read_text(encoding="utf-8")
         refused, _ = run("--prometheus-ca-file", str(ca_file))

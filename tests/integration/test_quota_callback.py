@@ -32,7 +32,8 @@ from tests.docblocks import fenced_blocks, section
 from .helpers import write_manifest
 from .quota_callback import FLAT_CALLBACK, FLAT_LIMIT, flat_callback_options
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker runs the whole module: its module fixture starts once.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("callback")]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = section("docs/explain.md", "## Per-broker limits and custom quota callbacks")

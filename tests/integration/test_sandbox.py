@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -19,6 +20,7 @@ from quotaform.sandbox import (
     SandboxState,
     broker_status,
     parse_quota_describe,
+    run_config_command,
     start_broker,
     stop_broker,
 )
@@ -61,18 +63,30 @@ def test_up_refuses_another_version_under_a_running_name(kafka_broker: SandboxBr
         start_broker(version="3.9.9", name=kafka_broker.name)
 
 
+@pytest.fixture
+def own_jvm_config_command(kafka_broker: SandboxBroker) -> ConfigCommand:
+    """quotaform's :func:`~quotaform.sandbox.run_config_command` (a JVM per
+    call) on the session broker; the ``config_command`` fixture runs the same
+    tool warm (``tests/configcommand.py``)."""
+    return functools.partial(
+        run_config_command, bootstrap=kafka_broker.bootstrap, version=kafka_broker.version
+    )
+
+
 def test_config_command_describes_users_on_the_printed_address(
-    config_command: ConfigCommand,
+    own_jvm_config_command: ConfigCommand,
 ) -> None:
-    proc = config_command(["--describe", "--entity-type", "users"])
+    proc = own_jvm_config_command(["--describe", "--entity-type", "users"])
     assert proc.returncode == 0
     for line in proc.stdout.splitlines():
         assert line.startswith("Quota configs for "), line
 
 
+@pytest.mark.parametrize("runner", ["own_jvm_config_command", "config_command"])
 def test_config_command_failure_raises_with_the_tools_message(
-    config_command: ConfigCommand,
+    runner: str, request: pytest.FixtureRequest
 ) -> None:
+    config_command: ConfigCommand = request.getfixturevalue(runner)
     with pytest.raises(SandboxError, match=r"(?s)exit 1.*Invalid entity type bogus"):
         config_command(["--describe", "--entity-type", "bogus"])
 

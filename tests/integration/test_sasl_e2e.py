@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import shlex
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,23 +33,25 @@ from quotaform.cli.app import app
 from quotaform.cluster.wire import AlterOutcome, QuotaAdminClient, QuotaAlteration
 from quotaform.errors import AuthorizationError
 from quotaform.kafka.entity import Entity
-from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe, run_config_command
-from tests.conftest import sandbox_broker
+from quotaform.sandbox import SandboxBroker, parse_quota_describe
+from tests.configcommand import run_config_command
 from tests.docblocks import fenced_blocks, file_block, section
+from tests.integration.conftest import SCRAM_USERS
 from tests.integration.helpers import DEFAULT, quota, write_manifest
 
-pytestmark = pytest.mark.broker
+# Under pytest-xdist one worker holds the session's SCRAM broker and the modules using it.
+pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("scram")]
 
 #: admin is the super user; alice gets ACLs in a test; bob never has any.
-USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d", "bob": "bob-secret-2e8b"}
+USERS = SCRAM_USERS
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def sasl_broker() -> Iterator[SandboxBroker]:
-    options = BrokerOptions(scram_users=USERS)
-    with sandbox_broker(f"pytest-sasl-{os.getpid()}", options=options) as broker:
-        yield broker
+def sasl_broker(scram_broker: SandboxBroker) -> SandboxBroker:
+    """The session's SCRAM broker (shared with the CI workflow tests), without
+    client quotas when the module starts."""
+    return scram_broker
 
 
 def properties(tmp_path: Path, user: str, password: str) -> Path:

@@ -145,7 +145,7 @@ def test_the_flags_given_to_apply_judge_a_saved_plan(setup, config_command, admi
     admin.alter_client_quotas(
         [QuotaAlteration(stray, {"producer_byte_rate": 4096.0})], validate_only=False
     )
-    eventually(lambda: config_command_view(config_command), lambda v: stray in v)
+    eventually(lambda: admin.describe_client_quotas([], strict=False), lambda d: stray in d)
     made = cli(
         "plan",
         str(manifest),

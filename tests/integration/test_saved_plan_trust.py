@@ -37,12 +37,12 @@ def write_svc_a(path: Path) -> Path:
 
 
 @pytest.fixture
-def saved(clean, kafka_broker, admin, config_command, tmp_path: Path):  # type: ignore[no-untyped-def]
+def saved(clean, kafka_broker, admin, tmp_path: Path):  # type: ignore[no-untyped-def]
     """svc-a live at 1MiB, a saved plan raising it to 2MiB."""
     admin.alter_client_quotas(
         [QuotaAlteration(SVC_A, {"producer_byte_rate": MiB})], validate_only=False
     )
-    eventually(lambda: config_command_view(config_command), lambda v: SVC_A in v)
+    eventually(lambda: admin.describe_client_quotas([], strict=False), lambda d: SVC_A in d)
     manifest = write_svc_a(tmp_path / "quotas.yaml")
     planfile = tmp_path / "plan.json"
     made = runner.invoke(
@@ -105,7 +105,7 @@ def test_an_injected_delete_is_not_allowed_by_the_file(saved, admin, config_comm
     admin.alter_client_quotas(
         [QuotaAlteration(victim, {"producer_byte_rate": MiB})], validate_only=False
     )
-    eventually(lambda: config_command_view(config_command), lambda v: victim in v)
+    eventually(lambda: admin.describe_client_quotas([], strict=False), lambda d: victim in d)
 
     def inject(plan: dict[str, Any]) -> None:
         plan["deletes_allowed"] = True
@@ -146,7 +146,7 @@ def test_a_signing_key_proves_the_plan_job_wrote_the_file(
     admin.alter_client_quotas(
         [QuotaAlteration(SVC_A, {"producer_byte_rate": MiB})], validate_only=False
     )
-    eventually(lambda: config_command_view(config_command), lambda v: SVC_A in v)
+    eventually(lambda: admin.describe_client_quotas([], strict=False), lambda d: SVC_A in d)
     bootstrap = kafka_broker.bootstrap
     manifest = write_svc_a(tmp_path / "quotas.yaml")
     signed, unsigned = tmp_path / "signed.json", tmp_path / "unsigned.json"

@@ -15,10 +15,9 @@ from typer.testing import CliRunner
 
 from quotaform.cli.app import app
 from quotaform.kafka.entity import Entity
-from quotaform.sandbox import parse_quota_describe
 from quotaform.sandbox.load import produce
 
-from .helpers import entity_from_config_command, quota, write_manifest
+from .helpers import config_command_view, quota, write_manifest
 
 pytestmark = pytest.mark.broker
 
@@ -72,14 +71,7 @@ def write(manifests: Path, soft: int, hard: int) -> None:
 
 
 def users_view(config_command) -> dict[Entity, dict[str, float]]:  # type: ignore[no-untyped-def]
-    view = {}
-    for types in (["users"], ["users", "clients"]):
-        args = ["--describe"]
-        for t in types:
-            args += ["--entity-type", t]
-        for described, quotas in parse_quota_describe(config_command(args).stdout).items():
-            view[entity_from_config_command(described)] = quotas
-    return view
+    return config_command_view(config_command, (["users"], ["users", "clients"]))
 
 
 PROD = Entity.of(user="ANONYMOUS", client_id="st-prod")
