@@ -1,8 +1,10 @@
 """Session fixtures shared by all tests: one real sandbox Kafka broker, one
 multi-node sandbox cluster (3 brokers, 3 controllers), one local
 SparkSession, one Spark standalone cluster and one Spark Connect server (the
-last two from the pip pyspark package, started on first use only), and the
-Prometheus binary (built once with ``go install``, cached).
+last two from the pip pyspark package, started in the background beside the
+first Spark tests, only if tests of this process need them), and the
+Prometheus binary (built once with ``go install``, cached). Every Spark the
+tests start reads ``tests/spark-conf/`` (fast-starting JVMs).
 
 The broker is started on first use by the same code as ``quotaform sandbox up``
 (named ``pytest-<pid>``, free loopback ports) and stopped when the session ends.
@@ -14,7 +16,9 @@ Set ``QUOTAFORM_TEST_KAFKA_VERSION`` to run against another Kafka release.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import os
 import subprocess
@@ -38,6 +42,14 @@ from tests.configcommand import run_config_command
 ConfigCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 _SESSION_PREFIX = "pytest-"
+
+#: The tests' Spark configuration (``spark-defaults.conf``: fast-starting
+#: JVMs), read by every Spark the tests start, in this process or a child.
+SPARK_CONF_DIR = Path(__file__).resolve().parent / "spark-conf"
+os.environ["SPARK_CONF_DIR"] = str(SPARK_CONF_DIR)
+#: The JVM spark-submit and spark-class run first only to build the real
+#: command line: the same fast-start flags.
+os.environ["SPARK_LAUNCHER_OPTS"] = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
 def _stop_orphans() -> None:
@@ -155,53 +167,177 @@ def spark():  # type: ignore[no-untyped-def]
     session.stop()
 
 
-def _spark_sandbox(start: Callable[[str], Any], what: str, name: str) -> Iterator[Any]:
-    """Start ``what`` named ``name`` with ``start``, yield it, always stop it;
-    the test FAILS (never skips) if it cannot start. Spark processes left by
-    pytest sessions that died are stopped first."""
-    from quotaform.sandbox.spark import stop_orphans, stop_spark
+def spark_test_conf() -> dict[str, str]:
+    """``tests/spark-conf/spark-defaults.conf`` as settings, for a Spark that
+    does not read ``SPARK_CONF_DIR`` (the sandbox's Connect server)."""
+    settings = {}
+    for line in (SPARK_CONF_DIR / "spark-defaults.conf").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, value = line.split(None, 1)
+            settings[key] = value.strip()
+    return settings
 
-    failure: str | None
-    try:
-        stop_orphans(_SESSION_PREFIX)
-        started = start(name)
-    except Exception as exc:
-        failure = f"Could not start {what} {name!r} ({type(exc).__name__}): {exc}"
-    else:
-        failure = None
-    if failure is not None:  # outside the except: no chained traceback in the report
-        stop_spark(name)
-        pytest.fail(failure, pytrace=False)
-    try:
-        yield started
-    finally:
-        stop_spark(name)
+
+def _start_spark_cluster(name: str) -> Any:
+    from quotaform.sandbox.spark import start_cluster
+
+    return start_cluster(name, workers=2, cores=1, memory="1g")
+
+
+def _start_spark_connect(name: str) -> Any:
+    from quotaform.sandbox.spark import start_connect_server
+
+    return start_connect_server(name, conf=spark_test_conf())
+
+
+@dataclasses.dataclass
+class _SparkSandbox:
+    what: str
+    name: str
+    start: Callable[[str], Any]
+    started: concurrent.futures.Future[Any] | None = None
+    users: int = 0  # tests of this process that still need it
+
+
+class SparkSandboxes:
+    """The Spark sandboxes of this pytest process (the standalone cluster, the
+    Connect server), each started at most once: in the background when the
+    first Spark test of the process starts (beside the local-mode tests),
+    waited for by the first test that needs it, and stopped after the last
+    test of the process that needs it (or when the session ends). Under
+    pytest-xdist the tests that will run in this worker are those of the
+    same ``xdist_group``: the modules sharing these fixtures are one group."""
+
+    def __init__(self) -> None:
+        self._boxes = {
+            "spark_cluster": _SparkSandbox(
+                "the Spark standalone cluster",
+                f"{_SESSION_PREFIX}spark-cluster-{os.getpid()}",
+                _start_spark_cluster,
+            ),
+            "spark_connect": _SparkSandbox(
+                "the Spark Connect server",
+                f"{_SESSION_PREFIX}connect-{os.getpid()}",
+                _start_spark_connect,
+            ),
+        }
+        self._pool = concurrent.futures.ThreadPoolExecutor(len(self._boxes), "spark-sandbox")
+        self._planned = False
+        self._orphans_stopped = False
+
+    def plan(self, item: pytest.Item) -> None:
+        """At the first Spark test: start what the tests of this process need."""
+        if self._planned or not _uses_spark(item):
+            return
+        self._planned = True
+        for other in _items_here(item):
+            for fixture, box in self._boxes.items():
+                box.users += fixture in getattr(other, "fixturenames", ())
+        for box in self._boxes.values():
+            if box.users:
+                self._submit(box)
+
+    def get(self, fixture: str) -> Any:
+        """The running sandbox (started now if it was not planned); the test
+        FAILS, never skips, if it cannot start."""
+        box = self._boxes[fixture]
+        failure: str | None
+        try:
+            started = self._submit(box).result()
+        except Exception as exc:
+            failure = f"Could not start {box.what} {box.name!r} ({type(exc).__name__}): {exc}"
+        else:
+            failure = None
+        if failure is not None:  # outside the except: no chained traceback in the report
+            pytest.fail(failure, pytrace=False)
+        return started
+
+    def done(self, item: pytest.Item) -> None:
+        """After each test: stop a sandbox no later test of this process needs."""
+        for fixture, box in self._boxes.items():
+            if fixture in getattr(item, "fixturenames", ()) and box.users:
+                box.users -= 1
+                if not box.users:
+                    self._stop(box)
+
+    def stop_all(self) -> None:
+        for box in self._boxes.values():
+            self._stop(box)
+        self._pool.shutdown(wait=True)
+
+    def _submit(self, box: _SparkSandbox) -> concurrent.futures.Future[Any]:
+        if box.started is None:
+            if not self._orphans_stopped:  # Spark processes of pytest sessions that died
+                from quotaform.sandbox.spark import stop_orphans
+
+                stop_orphans(_SESSION_PREFIX)
+                self._orphans_stopped = True
+            box.started = self._pool.submit(box.start, box.name)
+        return box.started
+
+    def _stop(self, box: _SparkSandbox) -> None:
+        from quotaform.sandbox.spark import stop_spark
+
+        if box.started is not None:
+            concurrent.futures.wait([box.started])
+            stop_spark(box.name)
+
+
+def _uses_spark(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    return any(n in names for n in ("spark", "spark_cluster", "spark_connect"))
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name"))
+
+
+def _items_here(item: pytest.Item) -> list[pytest.Item]:
+    """The tests this process will run: all of them, or under pytest-xdist
+    (``--dist loadgroup``) those of ``item``'s group."""
+    if not hasattr(item.config, "workerinput"):
+        return list(item.session.items)
+    group = _xdist_group(item)
+    return [i for i in item.session.items if group is not None and _xdist_group(i) == group]
+
+
+_SPARK_SANDBOXES = SparkSandboxes()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _SPARK_SANDBOXES.plan(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    _SPARK_SANDBOXES.done(item)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _SPARK_SANDBOXES.stop_all()
 
 
 @pytest.fixture(scope="session")
-def spark_cluster() -> Iterator[Any]:
+def spark_cluster() -> Any:
     """The session's Spark standalone cluster: a master and two workers of one
     core and 1 GiB each on 127.0.0.1 (``cluster.master_url`` is
-    ``spark://127.0.0.1:PORT``). FAILS, never skips, if it cannot start."""
-    from quotaform.sandbox.spark import start_cluster
-
-    yield from _spark_sandbox(
-        lambda name: start_cluster(name, workers=2, cores=1, memory="1g"),
-        "the Spark standalone cluster",
-        f"{_SESSION_PREFIX}cluster-{os.getpid()}",
-    )
+    ``spark://127.0.0.1:PORT``), started beside the first Spark tests
+    (:class:`SparkSandboxes`). FAILS, never skips, if it cannot start."""
+    return _SPARK_SANDBOXES.get("spark_cluster")
 
 
-@pytest.fixture(scope="module")
-def spark_connect() -> Iterator[Any]:
-    """The module's Spark Connect server (``local[2]``) on 127.0.0.1
-    (``server.remote`` is ``sc://127.0.0.1:PORT``), stopped when the module
-    ends (one module uses it). FAILS, never skips, if it cannot start."""
-    from quotaform.sandbox.spark import start_connect_server
-
-    yield from _spark_sandbox(
-        start_connect_server, "the Spark Connect server", f"{_SESSION_PREFIX}connect-{os.getpid()}"
-    )
+@pytest.fixture(scope="session")
+def spark_connect() -> Any:
+    """The session's Spark Connect server (``local[2]``) on 127.0.0.1
+    (``server.remote`` is ``sc://127.0.0.1:PORT``), started beside the first
+    Spark tests (:class:`SparkSandboxes`). FAILS, never skips, if it cannot
+    start."""
+    return _SPARK_SANDBOXES.get("spark_connect")
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from quotaform.kafka.resolution import QuotaIndex
 
 from .generated import generated
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analytics"
 

@@ -40,7 +40,7 @@ from quotaform.kafka.resolution import QuotaIndex
 from ..conformance.cases import load_cases
 from .generated import generated
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analytics"
 runner = CliRunner()
@@ -165,16 +165,11 @@ def _table(path: Path) -> list[dict[str, Any]]:
     return [r for part in parts for r in pq.read_table(part).to_pylist()]
 
 
-def test_analyze_from_the_cli_on_both_engines(spark: SparkSession, tmp_path: Path) -> None:
-    manifest = FIXTURES / "manifest.yaml"
+def test_analyze_from_the_cli_on_both_engines(reference_analyses: dict[str, Path]) -> None:
+    # utilisation of usage.csv from the CLI on each engine (run once for the
+    # Spark tests: tests/spark/conftest.py).
     for engine_name in ("spark", "python"):
-        out = tmp_path / engine_name
-        result = runner.invoke(
-            app,
-            ["analyze", "utilisation", str(manifest), "--usage", str(FIXTURES / "usage.csv"),
-             "--out", str(out), "--engine", engine_name],
-        )  # fmt: skip
-        assert result.exit_code == 0, result.output
+        out = reference_analyses[engine_name] / "utilisation"
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
         assert (summary["format_version"], summary["engine"], summary["rows"]) == (
             1,
@@ -188,30 +183,31 @@ def test_analyze_from_the_cli_on_both_engines(spark: SparkSession, tmp_path: Pat
         )  # the distribution and a usage-vs-quota plot
         assert "user=alice, client-id=ingest" in (out / "report.md").read_text(encoding="utf-8")
     key = lambda r: (r["broker"], r["user"], r["client_id"], r["ip"] or "", r["quota_key"])  # noqa: E731
-    assert sorted(_table(tmp_path / "spark" / "utilisation.parquet"), key=key) == sorted(
-        _table(tmp_path / "python" / "utilisation.parquet"), key=key
+    spark_out, python_out = (reference_analyses[e] / "utilisation" for e in ("spark", "python"))
+    assert sorted(_table(spark_out / "utilisation.parquet"), key=key) == sorted(
+        _table(python_out / "utilisation.parquet"), key=key
     )
 
 
 def test_impact_of_a_saved_plan_and_recommendations_into_the_manifests(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, reference_analyses: dict[str, Path], tmp_path: Path
 ) -> None:
     manifests = tmp_path / "m"
     manifests.mkdir()
     text = (FIXTURES / "manifest.yaml").read_text(encoding="utf-8")
     (manifests / "m.yaml").write_text(text, encoding="utf-8")
-    # The change: alice's ingest quota halved. From the snapshot (now) to the manifests.
+    # The change: alice's ingest quota halved. From the snapshot (now) to the
+    # manifests: the reference impact on Spark (tests/spark/analyses.py) is
+    # that run, `analyze impact <these manifests> --snapshot snapshot.jsonl
+    # --usage usage.csv --engine spark`.
     (manifests / "m.yaml").write_text(
         text.replace("values: {producer_byte_rate: 1MiB}", "values: {producer_byte_rate: 512KiB}"),
         encoding="utf-8",
     )
-    out = tmp_path / "impact"
-    result = runner.invoke(
-        app,
-        ["analyze", "impact", str(manifests), "--snapshot", str(FIXTURES / "snapshot.jsonl"),
-         "--usage", str(FIXTURES / "usage.csv"), "--out", str(out), "--engine", "spark"],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    out = reference_analyses["spark"] / "impact"
+    assert (out.parent / "changed" / "m.yaml").read_text(encoding="utf-8") == (
+        manifests / "m.yaml"
+    ).read_text(encoding="utf-8")
     (row,) = _table(out / "impact.parquet")
     assert (row["user"], row["client_id"], row["quota_before"], row["quota_after"]) == (
         "alice",

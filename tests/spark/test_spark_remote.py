@@ -22,7 +22,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from quotaform.analytics.remote import redact_remote, scrub, spark_target
@@ -30,10 +29,11 @@ from quotaform.cli.app import app
 from quotaform.errors import EXIT_ERROR, AnalyticsError
 from tests.docblocks import fenced_block, shell_commands
 
-pytestmark = pytest.mark.spark
+from .analyses import FIXTURES, commands
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures" / "analytics"
 KEY = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
 runner = CliRunner()
 
@@ -41,27 +41,6 @@ runner = CliRunner()
 OWN_LINES = re.compile(
     r"^(engine: |Spark \d+\.\d+\.\d+ on |read [\d,]+ usage rows|wrote |Warning: \d+ usage row)"
 )
-
-
-def _commands(base: Path, out: Path) -> dict[str, list[str]]:
-    """The three analyses on the fixtures, writing under ``out``; impact of
-    alice's ingest quota halved (the manifests) against the snapshot (now)."""
-    changed = base / "changed"
-    changed.mkdir(exist_ok=True)
-    text = (FIXTURES / "manifest.yaml").read_text(encoding="utf-8")
-    (changed / "m.yaml").write_text(
-        text.replace("values: {producer_byte_rate: 1MiB}", "values: {producer_byte_rate: 512KiB}"),
-        encoding="utf-8",
-    )
-    usage = ["--usage", str(FIXTURES / "usage.csv")]
-    return {
-        "utilisation": ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), *usage,
-                        "--out", str(out / "utilisation")],
-        "impact": ["analyze", "impact", str(changed), "--snapshot",
-                   str(FIXTURES / "snapshot.jsonl"), *usage, "--out", str(out / "impact")],
-        "recommend": ["analyze", "recommend", str(FIXTURES / "manifest.yaml"), *usage,
-                      "--out", str(out / "recommend")],
-    }  # fmt: skip
 
 
 def _rows(out: Path, command: str) -> list[dict[str, Any]]:
@@ -100,17 +79,10 @@ def assert_quiet(stderr: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def local(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def local(reference_analyses: dict[str, Path]) -> dict[str, Path]:
     """Every analysis on local Spark (the shared session) and on the Python
-    engine: the reference rows."""
-    outs = {}
-    for engine in ("spark", "python"):
-        base = tmp_path_factory.mktemp(f"local-{engine}")
-        for command, args in _commands(base, base).items():
-            result = runner.invoke(app, [*args, "--engine", engine])
-            assert result.exit_code == 0, (command, result.output)
-        outs[engine] = base
-    return outs
+    engine: the reference rows (run once per session, shared)."""
+    return reference_analyses
 
 
 def test_the_reference_rows_are_not_empty(local: dict[str, Path]) -> None:
@@ -123,13 +95,14 @@ def test_the_reference_rows_are_not_empty(local: dict[str, Path]) -> None:
 
 
 #: One process runs the CLI's three analyses (one Spark application on the
-#: cluster instead of three: the cluster has two cores).
+#: cluster instead of three: the cluster has two cores; one Connect client
+#: instead of three), each as ``python -m quotaform`` would.
 RUN_ALL = """
 import json, sys
-from quotaform.cli.app import app
+from quotaform.cli.app import main
 for args in json.loads(sys.argv[1]):
     try:
-        app(args, prog_name="quotaform")
+        main(args)
     except SystemExit as stop:
         if stop.code:
             raise
@@ -139,9 +112,9 @@ for args in json.loads(sys.argv[1]):
 def test_the_standalone_cluster_rows_equal_local_and_python(
     spark_cluster: Any, local: dict[str, Path], tmp_path: Path
 ) -> None:
-    commands = _commands(tmp_path, tmp_path)
+    analyses = commands(tmp_path, tmp_path)
     runs = [[*args, "--engine", "spark", "--master", spark_cluster.master_url]
-            for args in commands.values()]  # fmt: skip
+            for args in analyses.values()]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-c", RUN_ALL, json.dumps(runs)],
         env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT,
@@ -149,7 +122,7 @@ def test_the_standalone_cluster_rows_equal_local_and_python(
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"on {spark_cluster.master_url} (" in done.stderr
     assert_quiet(done.stderr)
-    for command in commands:
+    for command in analyses:
         summary = json.loads((tmp_path / command / "summary.json").read_text(encoding="utf-8"))
         assert summary["engine"] == "spark"
         assert _rows(tmp_path, command) == _rows(local["spark"], command), command
@@ -189,11 +162,17 @@ def test_a_bad_master_url_is_one_error_line_naming_it(tmp_path: Path) -> None:
 def test_connect_rows_equal_local_for_every_analysis(
     spark_connect: Any, local: dict[str, Path], tmp_path: Path
 ) -> None:
-    for command, args in _commands(tmp_path, tmp_path).items():
-        done = _quotaform([*args, "--remote", spark_connect.remote])
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert_quiet(done.stderr)
-        assert f"on {spark_connect.remote} (Spark Connect)" in done.stderr
+    # One client process runs the three analyses, as for the cluster above.
+    analyses = commands(tmp_path, tmp_path)
+    runs = [[*args, "--remote", spark_connect.remote] for args in analyses.values()]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_ALL, json.dumps(runs)],
+        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_quiet(done.stderr)
+    assert done.stderr.count(f"on {spark_connect.remote} (Spark Connect)") == len(analyses)
+    for command in analyses:
         summary = json.loads((tmp_path / command / "summary.json").read_text(encoding="utf-8"))
         assert summary["engine"] == "spark"  # a remote implies the Spark engine
         assert _rows(tmp_path, command) == _rows(local["spark"], command), command
@@ -202,7 +181,7 @@ def test_connect_rows_equal_local_for_every_analysis(
 def test_spark_remote_from_the_environment(
     spark_connect: Any, local: dict[str, Path], tmp_path: Path
 ) -> None:
-    args = _commands(tmp_path, tmp_path)["utilisation"]
+    args = commands(tmp_path, tmp_path)["utilisation"]
     done = _quotaform(
         [*args, "--engine", "spark"],
         env=_env(SPARK_REMOTE=spark_connect.remote, MASTER="local[1]"),  # MASTER is ignored
@@ -219,7 +198,7 @@ def test_a_token_is_used_and_never_printed(
     token = "tok-3f9a1c-never-shown"
     # With a token PySpark's client uses TLS unless the host is localhost.
     remote = f"sc://localhost:{spark_connect.port}/;user_id=qf-test"
-    args = _commands(tmp_path, tmp_path)["utilisation"]
+    args = commands(tmp_path, tmp_path)["utilisation"]
     done = _quotaform(
         ["-v", *args, "--remote", remote], env=_env(SPARK_CONNECT_AUTHENTICATE_TOKEN=token)
     )
@@ -307,20 +286,61 @@ def _documented_connect_block() -> list[str]:
     return shell_commands(fenced_block("docs/analytics.md", after="## Spark Connect"))
 
 
-def _thin_venv() -> Path:
-    """A venv with ``quotaform[spark-connect]`` (pyspark-client, no JVM),
-    cached under ``~/.cache/quotaform`` by the hash of pyproject.toml and
-    constraints.txt (built fresh in CI: about 90 s)."""
+def _thin_key(install: str) -> str:
+    """What the thin client's venv installs, as a short digest: the install
+    command, the Python version, the build requirements, the dependencies of
+    ``quotaform[spark-connect]`` (the extras it names, followed) and the pins."""
     import hashlib
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
+    extras = project["optional-dependencies"]
+    wanted, todo = {}, ["spark-connect"]
+    while todo:
+        extra = todo.pop()
+        if extra not in wanted:
+            wanted[extra] = sorted(extras[extra])
+            for requirement in extras[extra]:
+                named = re.fullmatch(r"quotaform\[(.*)\]", requirement)
+                todo += named.group(1).split(",") if named else []
+    material = {
+        "install": install,
+        "python": list(sys.version_info[:2]),
+        "build": pyproject["build-system"]["requires"],
+        "dependencies": sorted(project["dependencies"]),
+        "extras": wanted,
+        "constraints": (ROOT / "constraints.txt").read_text(encoding="utf-8"),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _thin_venv(install: str, env: dict[str, str]) -> Path:
+    """A venv with ``quotaform[spark-connect]`` (pyspark-client, no JVM) installed
+    by ``install`` run as documented, cached under ``~/.cache/quotaform`` by
+    :func:`_thin_key` and reused while that is unchanged (built fresh in CI:
+    about 90 s). The install runs when the venv has no stamp of a successful
+    one: a failure fails the test and leaves no stamp."""
+    import fcntl
 
     from quotaform.sandbox.jars import cache_root
 
-    digest = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
-    ).hexdigest()[:12]
-    venv = cache_root() / f"thin-client-{digest}"
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    venv = cache_root() / f"thin-client-{_thin_key(install)}"
+    stamp = venv / ".quotaform-installed"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.with_name(f"{venv.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker or checkout building it
+        if stamp.is_file():
+            return venv
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        path = f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"
+        done = subprocess.run(
+            ["/bin/bash", "-c", install], cwd=ROOT, capture_output=True, text=True, timeout=900,
+            env={**env, "PATH": path, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        stamp.write_text(install + "\n", encoding="utf-8")
     return venv
 
 
@@ -329,14 +349,9 @@ def test_the_documented_thin_client_runs_without_java(
 ) -> None:
     install, *analyses = _documented_connect_block()
     assert install.startswith("pip install") and "[spark-connect]" in install, install
-    venv = _thin_venv()
+    venv = _thin_venv(install, _env())
     bin_dir = venv / "bin"
-    done = subprocess.run(
-        ["/bin/bash", "-c", install], cwd=ROOT, capture_output=True, text=True, timeout=900,
-        env={**_env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-             "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert (venv / ".quotaform-installed").read_text(encoding="utf-8") == install + "\n"
     (tmp_path / "tests/fixtures").mkdir(parents=True)
     (tmp_path / "tests/fixtures/analytics").symlink_to(FIXTURES)
     no_java = {

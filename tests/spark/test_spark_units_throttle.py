@@ -26,7 +26,7 @@ from quotaform.kafka.throttle import java_round
 
 from ..conformance.units_cases import ThrottleCase, load_units_throttle_cases
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 CASES = load_units_throttle_cases()
 

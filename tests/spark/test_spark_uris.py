@@ -21,7 +21,7 @@ from quotaform.cli.app import app
 from quotaform.cli.spark_submit import submit_arguments
 from quotaform.errors import AnalyticsError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analytics"
 runner = CliRunner()
@@ -118,7 +118,9 @@ def test_reports_at_a_uri_are_files_written_through_hadoop(
     assert (tmp_path / "out" / "report.md").read_text(encoding="utf-8") == "# hello\nworld\n"
 
 
-def test_analyze_writes_every_output_at_a_file_uri(spark: SparkSession, tmp_path: Path) -> None:
+def test_analyze_writes_every_output_at_a_file_uri(
+    spark: SparkSession, jsonl_utilisation: dict[str, Path], tmp_path: Path
+) -> None:
     # In this process the shared local session serves the run (getOrCreate).
     out = f"file://{tmp_path}/out"
     result = runner.invoke(
@@ -135,22 +137,9 @@ def test_analyze_writes_every_output_at_a_file_uri(spark: SparkSession, tmp_path
     )
     assert result.exit_code == 0, result.output
     assert f"-> {out}/utilisation.parquet" in result.stdout
-    local = tmp_path / "local"
-    result = runner.invoke(
-        app,
-        [
-            "analyze",
-            "utilisation",
-            str(FIXTURES / "manifest.yaml"),
-            "--usage",
-            str(FIXTURES / "usage.jsonl"),
-            "--out",
-            str(local),
-            "--engine",
-            "spark",
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    # The same analysis of the local path on Spark (run once for the Spark
+    # tests: tests/spark/conftest.py).
+    local = jsonl_utilisation["spark"]
     table = pq.read_table(tmp_path / "out" / "utilisation.parquet").to_pylist()
     key = lambda r: (r["cluster"], r["broker"], r["user"], r["client_id"], r["quota_key"])  # noqa: E731
     assert sorted(table, key=key) == sorted(

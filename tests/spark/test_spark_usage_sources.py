@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
-from typer.testing import CliRunner
 
 from quotaform.analytics.local.reader import read_coded_usage
 from quotaform.analytics.spark import job
-from quotaform.cli.app import app
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analytics"
 T0 = 1795428000
-runner = CliRunner()
 
 
 def _listener_answer() -> dict[str, object]:
@@ -52,26 +52,12 @@ def test_spark_counts_duplicates_and_skips_like_the_local_engine(
     assert (rejected.count, dict(rejected.by_reason)) == (local.count, dict(local.by_reason))
 
 
-def test_both_engines_write_the_table_the_same_way(spark: SparkSession, tmp_path: Path) -> None:
+def test_both_engines_write_the_table_the_same_way(jsonl_utilisation: dict[str, Path]) -> None:
+    # utilisation of usage.jsonl from the CLI on each engine (run once for the
+    # Spark tests: tests/spark/conftest.py).
     layouts = {}
     for engine in ("spark", "python"):
-        out = tmp_path / engine
-        result = runner.invoke(
-            app,
-            [
-                "analyze",
-                "utilisation",
-                str(FIXTURES / "manifest.yaml"),
-                "--usage",
-                str(FIXTURES / "usage.jsonl"),
-                "--out",
-                str(out),
-                "--engine",
-                engine,
-            ],
-        )
-        assert result.exit_code == 0, result.output
-        table = out / "utilisation.parquet"
+        table = jsonl_utilisation[engine] / "utilisation.parquet"
         assert table.is_dir() and (table / "_SUCCESS").is_file()
         layouts[engine] = sorted(p.suffix for p in table.iterdir() if not p.name.startswith("."))
     assert set(layouts["spark"]) == set(layouts["python"]) == {"", ".parquet"}
