@@ -31,10 +31,14 @@ from pyspark.sql.window import Window
 
 from quotaform.analytics.model import (
     CENSORED_NOTE,
+    CLUSTER_GROUP_COLUMNS,
     CLUSTER_SUMS,
     DEFAULT_ALIGN_S,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
+    GROUP_COLUMNS,
+    IMPACT_COLUMNS,
+    ONE_BROKER_FIGURES,
     PERCENTILES,
     align_micros,
 )
@@ -215,7 +219,7 @@ def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     Returns:
         ``groups`` with ``quota_value`` (null = unlimited), ``level``, ``entity``.
     """
-    keys = ["cluster", "quota_key", "user", "client_id", "ip"]
+    keys = list(CLUSTER_GROUP_COLUMNS)
     distinct = groups.select(*keys).distinct()
     client = _client_principals(distinct).withColumn(
         "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
@@ -271,7 +275,7 @@ def _exact_percentile(values: Column, p: float) -> Column:
 
 
 #: A group over every broker.
-_CLUSTER_GROUP = ("cluster", "quota_key", "user", "client_id", "ip")
+_CLUSTER_GROUP = CLUSTER_GROUP_COLUMNS
 
 
 def _broker_means_summed(samples: Column) -> Column:
@@ -354,6 +358,17 @@ def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> Da
     )
 
 
+def _cluster_figure(name: str) -> Column:
+    """A cluster-wide figure of the joined ``r`` (per broker) and ``c``
+    (summed) rows: a group seen on one broker has its per-broker figures
+    (:data:`~quotaform.analytics.model.ONE_BROKER_FIGURES`)."""
+    same = ONE_BROKER_FIGURES.get(name)
+    if same is None:
+        return F.col(f"c.{name}")
+    single = F.col("c.brokers_observed") == 1
+    return F.when(single, F.col(f"r.{same}")).otherwise(F.col(f"c.{name}")).alias(name)
+
+
 def utilisation(
     usage: DataFrame, *, config: DataFrame, align_s: float = DEFAULT_ALIGN_S
 ) -> DataFrame:
@@ -364,7 +379,7 @@ def utilisation(
     figures over every broker (:func:`cluster_usage`, ``brokers_observed``
     and ``cluster_ceiling``). The columns of
     :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`."""
-    group = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
+    group = list(GROUP_COLUMNS)
     usage_key = _metric_map("usage")[F.col("metric")]
     throttle_key = _metric_map("throttle")[F.col("metric")]
     is_usage = usage_key.isNotNull()
@@ -406,10 +421,7 @@ def utilisation(
     r, c = resolved.alias("r"), cluster.alias("c")
     resolved = r.join(
         c, [F.col(f"r.{k}").eqNullSafe(F.col(f"c.{k}")) for k in _CLUSTER_GROUP], "left"
-    ).select(
-        "r.*",
-        *[F.col(f"c.{n}") for n in CLUSTER_SUMS],
-    )
+    ).select("r.*", *[_cluster_figure(n) for n in CLUSTER_SUMS])
     ceiling = F.col("quota_value") * columns.enforcing_nodes(
         F.col("quota_key"), F.col("brokers_observed")
     )
@@ -532,7 +544,7 @@ def impact(
     ``util`` whose quota, source or group changes under the configuration
     ``after``, with the throughput, demand cut and throttle times after it
     (the columns of :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
-    keys = ["cluster", "quota_key", "user", "client_id", "ip"]
+    keys = list(CLUSTER_GROUP_COLUMNS)
     groups = util.select(*keys).distinct()
     client = _client_principals(groups)
     resolved_client = _resolve_principals(client, after, keys)
@@ -578,10 +590,7 @@ def impact(
     )
     tags_after = _tags_text(F.col("a.tag_user"), F.col("a.tag_client"), F.col("u.ip"))
     staged = rows.select(
-        *[
-            F.col(f"u.{k}").alias(k)
-            for k in ("cluster", "broker", "user", "client_id", "ip", "quota_key")
-        ],
+        *[F.col(f"u.{k}").alias(k) for k in GROUP_COLUMNS],
         F.col("u.quota_value").alias("quota_before"),
         F.col("a.found_value").alias("quota_after"),
         F.col("u.level").alias("level_before"),
@@ -607,11 +616,10 @@ def impact(
         | ~F.col("entity_before").eqNullSafe(F.col("entity_after"))
     )
     # The merged sum runs over every observed group, changed or not.
-    six = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
     all_rows = staged.withColumn("observed", observed).alias("s")
-    keep = changed.select(*six).alias("k")
+    keep = changed.select(*GROUP_COLUMNS).alias("k")
     with_observed = all_rows.join(
-        keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in six], "left_semi"
+        keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in GROUP_COLUMNS], "left_semi"
     )
     key, observed_col, quota_after = F.col("quota_key"), F.col("observed"), F.col("quota_after")
     size, source = columns.request_size(
@@ -623,38 +631,21 @@ def impact(
     size = F.col("request_bytes")
     predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size)
     nodes = columns.enforcing_nodes(key, F.col("brokers_observed"))
+    computed = {
+        "predicted_throttle_ms": predicted,
+        "newly_throttled": (predicted > 0) & ~F.col("throttled_before"),
+        "first_throttle_ms": columns.first_throttle_ms(
+            key, observed_col, quota_after, size, window_s=window_s
+        ),
+        "throughput_after": columns.throughput_after(
+            key, observed_col, quota_after, size, window_s=window_s
+        ),
+        "demand_cut": columns.demand_cut(observed_col, quota_after),
+        "cluster_ceiling_before": F.col("quota_before") * nodes,
+        "cluster_ceiling_after": quota_after * nodes,
+    }
     return with_observed.select(
-        "cluster",
-        "broker",
-        "user",
-        "client_id",
-        "ip",
-        "quota_key",
-        "quota_before",
-        "quota_after",
-        "level_before",
-        "level_after",
-        "entity_before",
-        "entity_after",
-        "group_change",
-        "tags_after",
-        "p99",
-        predicted.alias("predicted_throttle_ms"),
-        "throttled_before",
-        ((predicted > 0) & ~F.col("throttled_before")).alias("newly_throttled"),
-        columns.first_throttle_ms(key, observed_col, quota_after, size, window_s=window_s).alias(
-            "first_throttle_ms"
-        ),
-        columns.throughput_after(key, observed_col, quota_after, size, window_s=window_s).alias(
-            "throughput_after"
-        ),
-        columns.demand_cut(observed_col, quota_after).alias("demand_cut"),
-        "request_bytes",
-        "request_bytes_source",
-        "brokers_observed",
-        "cluster_p99",
-        (F.col("quota_before") * nodes).alias("cluster_ceiling_before"),
-        (quota_after * nodes).alias("cluster_ceiling_after"),
+        *[computed[c].alias(c) if c in computed else F.col(c) for c in IMPACT_COLUMNS]
     )
 
 
@@ -671,7 +662,7 @@ def recommend(
     """:func:`quotaform.analytics.engine.recommend` in Spark (the columns of
     :data:`~quotaform.analytics.model.RECOMMEND_COLUMNS`): a per-broker quota
     from the busiest broker, and what it allows across the group's brokers."""
-    group = ["cluster", "user", "client_id", "ip", "quota_key"]
+    group = list(CLUSTER_GROUP_COLUMNS)
     per_group = (
         util.where(F.col(quantile).isNotNull())
         .groupBy(*group)
