@@ -54,8 +54,9 @@ QUOTA_ATTRIBUTES = (
     "connection-accept-rate",
     "queue-size",
 )
-#: The MBean naming the node: ``kafka.server:type=app-info,id=<node id>``.
-APP_INFO = ("kafka.server:type=app-info,*", ("start-time-ms",))
+#: The MBean naming the node, ``kafka.server:type=app-info,id=<node id>``,
+#: and an attribute to read of it.
+APP_INFO = (("kafka.server:type=app-info,*",), ("start-time-ms",))
 
 #: ``(patterns, attributes) -> {ObjectName: (key properties, {attribute: value})}``:
 #: one read of every matching MBean (empty when nothing matches yet).
@@ -100,7 +101,8 @@ def broker_id(read: MBeanReader) -> str:
         AnalyticsError: no ``app-info`` MBean, or several ids (name the
             broker with ``--broker ID``).
     """
-    ids = sorted({p["id"] for p, _ in read(APP_INFO[0], APP_INFO[1]).values() if p.get("id")})
+    patterns, attributes = APP_INFO
+    ids = sorted({p["id"] for p, _ in read(patterns, attributes).values() if p.get("id")})
     if len(ids) != 1:
         seen = f"ids {', '.join(ids)}" if ids else "none"
         raise AnalyticsError(

@@ -4,9 +4,9 @@ normalised by the rules :mod:`quotaform.analytics.sources.schema` applies to
 Arrow batches, so both engines see the same rows:
 
 * ``TIMESTAMP(NANOS)``, which Spark refuses (``PARQUET_TYPE_ILLEGAL``):
-  read as a long with ``spark.sql.legacy.parquet.nanosAsLong`` (set for the
-  session once such a file is met: it changes nothing else), then
-  microseconds, truncated as Arrow truncates them;
+  read again as a long with ``spark.sql.legacy.parquet.nanosAsLong`` (set
+  for the session, for this read: it changes nothing but such columns),
+  then microseconds, truncated as Arrow truncates them;
 * ``TIMESTAMP_NTZ`` (a Parquet timestamp without a zone): taken as UTC
   (the session's zone), said in a ``Note:``;
 * ``INT96`` and zoned timestamps are read by Spark's own reader; text,
@@ -81,6 +81,9 @@ def _with_columns(frame: DataFrame, files: Sequence[str]) -> DataFrame:
 
 def _parquet(spark: SparkSession, files: Sequence[str], rejected: Rejections) -> DataFrame:
     nanos = naive_nanos = False
+    # Off first, whatever an earlier read of the session left: a long read
+    # with it on could be a nanosecond time or a plain number.
+    spark.conf.set(NANOS_AS_LONG, "false")
     try:
         frame = spark.read.parquet(*files)
         frame.schema  # noqa: B018 - analysed now (Spark Connect analyses lazily)
