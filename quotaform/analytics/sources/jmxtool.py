@@ -20,7 +20,7 @@ from quotaform.inputs.files import open_input
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.metrics import parse_object_name
 
-__all__ = ["SOURCE", "jmx_metric", "jmxtool_rows"]
+__all__ = ["SOURCE", "jmx_metric", "jmxtool_rows", "jmxtool_time", "needs_cluster"]
 
 
 def _jmx_names() -> dict[tuple[str, str], str]:
@@ -55,11 +55,7 @@ def jmxtool_rows(
         AnalyticsError: no ``--default-cluster`` / ``--broker`` (JmxTool output
             names neither), or a header that is not JmxTool's.
     """
-    if not cluster or not broker:
-        raise AnalyticsError(
-            f"{path}: JmxTool output names no cluster or broker: give --default-cluster NAME "
-            "and --broker ID"
-        )
+    cluster, broker = needs_cluster(path, ReadOptions(cluster=cluster, broker=broker))
     fh, _ = open_input(path, OPEN)
     with io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="") as text:
         too_long: list[int] = []
@@ -104,13 +100,31 @@ def jmxtool_rows(
             if len(cells) != len(columns):
                 yield f"{path}:{number}", f"row: {len(cells)} values for {len(columns)} columns"
                 continue
-            when = parse_timestamp(cells[0]) or _epoch_ms(cells[0])
+            when = jmxtool_time(cells[0])
             for column, cell in zip(parsed[1:], cells[1:], strict=True):
                 if column is not None:
                     yield f"{path}:{number}", {**column, "timestamp": when, "value": cell}
 
 
-def _epoch_ms(text: str) -> datetime | None:
+def needs_cluster(path: Path, options: ReadOptions) -> tuple[str, str]:
+    """The cluster and broker of a JmxTool file (which names neither).
+
+    Raises:
+        AnalyticsError: no ``--default-cluster`` / ``--broker``.
+    """
+    if not options.cluster or not options.broker:
+        raise AnalyticsError(
+            f"{path}: JmxTool output names no cluster or broker: give --default-cluster NAME "
+            "and --broker ID"
+        )
+    return options.cluster, options.broker
+
+
+def jmxtool_time(text: str) -> datetime | None:
+    """A JmxTool ``time``: ISO-8601 (``--date-format``) or epoch milliseconds."""
+    when = parse_timestamp(text)
+    if when is not None:
+        return when
     try:
         return datetime.fromtimestamp(int(text) / 1000, UTC)
     except ValueError:
