@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from quotaform.analytics.model import UsageRow
-from quotaform.analytics.sources import generic, jmxtool, prometheus
+from quotaform.analytics.sources import generic, jmxtool, jmxtool_tsv, prometheus
 from quotaform.analytics.sources.base import ReadOptions, Source
 from quotaform.analytics.sources.text import head
 from quotaform.analytics.usage import Rejections, check_row
@@ -42,6 +42,7 @@ __all__ = [
 SOURCES: Mapping[str, Source] = {
     "prometheus": prometheus.SOURCE,
     "jmxtool": jmxtool.SOURCE,
+    "jmxtool-tsv": jmxtool_tsv.SOURCE,
     "generic": generic.SOURCE,
 }
 #: ``--usage-format``'s value that detects the source of each file.
