@@ -304,7 +304,13 @@ def _closed_port() -> int:
 
 
 def _documented_connect_block() -> list[str]:
-    return shell_commands(fenced_block("docs/analytics.md", after="## Spark Connect"))
+    return shell_commands(
+        fenced_block("docs/analytics.md", after="and on the client (quotaform with the Connect")
+    )
+
+
+def _documented_server_block() -> str:
+    return fenced_block("docs/analytics.md", after="## Spark Connect")
 
 
 def _thin_venv() -> Path:
@@ -359,3 +365,47 @@ def test_the_documented_thin_client_runs_without_java(
     )  # fmt: skip
     assert probe.stdout.strip() == "True", probe.stderr
     assert _rows(tmp_path / "out", "utilisation") == _rows(local["spark"], "utilisation")
+
+
+def test_the_documented_connect_server_starts_and_stops_as_shown(tmp_path: Path) -> None:
+    """docs/analytics.md's Connect server, started exactly as shown (its port
+    15002 swapped for a free one), answers an analysis, and stops with the
+    script and ``SPARK_PID_DIR`` the page names (issue 32: nothing showed how
+    to start one from the pip package)."""
+    import time
+
+    block = _documented_server_block()
+    assert "start-connect-server.sh" in block, block
+    port = _closed_port()
+    env = _env()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    started = subprocess.run(
+        ["/bin/bash", "-c", block.replace("15002", str(port))], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr[-3000:]
+    stop = (
+        'export SPARK_HOME="$(python -c \'import os, pyspark; print(os.path.dirname('
+        'pyspark.__file__))\')"\nSPARK_PID_DIR="$PWD/spark-connect" '
+        '"$SPARK_HOME/sbin/stop-connect-server.sh"'
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the Connect server never listened"
+                time.sleep(1)
+        done = _quotaform(
+            ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"),
+             "--usage", str(FIXTURES / "usage.csv"), "--out", str(tmp_path / "out"),
+             "--remote", f"sc://127.0.0.1:{port}"],
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (tmp_path / "out/utilisation.parquet").exists()
+    finally:
+        subprocess.run(
+            ["/bin/bash", "-c", stop], cwd=tmp_path, env=env, capture_output=True, timeout=120
+        )
