@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from quotaform.analytics.sources.jmxtool import jmx_metric
+from quotaform.analytics.sources.jmxtool import jmx_metric, mbean_row
 from quotaform.analytics.usage import write_jsonl
 from quotaform.errors import AnalyticsError
 
@@ -79,18 +79,8 @@ def usage_records(
             metric = jmx_metric(props.get("type", ""), attribute)
             if metric is None:
                 continue
-            records.append(
-                {
-                    "cluster": cluster,
-                    "broker": broker,
-                    "timestamp": now,
-                    "metric": metric,
-                    "user": props.get("user", ""),
-                    "client_id": props.get("client-id", ""),
-                    "ip": props.get("ip"),
-                    "value": value,
-                }
-            )
+            row = mbean_row(props, metric, cluster=cluster, broker=broker)
+            records.append({**row, "timestamp": now, "value": value})
     return records
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from quotaform.inputs.files import open_input
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.metrics import parse_object_name
 
-__all__ = ["SOURCE", "jmx_metric", "jmxtool_rows", "jmxtool_time", "needs_cluster"]
+__all__ = ["SOURCE", "jmx_metric", "jmxtool_rows", "jmxtool_time", "mbean_row", "needs_cluster"]
 
 
 def _jmx_names() -> dict[tuple[str, str], str]:
@@ -39,6 +40,22 @@ def jmx_metric(sensor: str, attribute: str) -> str | None:
     """The usage metric of an MBean attribute (``("Produce", "byte-rate")`` ->
     ``produce-byte-rate``), ``None`` for attributes that are not quota usage."""
     return _JMX.get((sensor, attribute))
+
+
+def mbean_row(
+    props: Mapping[str, str], metric: str, *, cluster: str, broker: str
+) -> dict[str, Any]:
+    """A usage row of an MBean's attribute (its key properties and the usage
+    metric it holds), tags exactly as the MBean carries them; the caller adds
+    ``timestamp`` and ``value``."""
+    return {
+        "cluster": cluster,
+        "broker": broker,
+        "metric": metric,
+        "user": props.get("user", ""),
+        "client_id": props.get("client-id", ""),
+        "ip": props.get("ip"),
+    }
 
 
 _HEADER_SPLIT = re.compile(r'","(?=[\w.]+:)')
@@ -82,16 +99,7 @@ def jmxtool_rows(
                 skipped.skipped[f"not a quota usage metric: {props.get('type')}:{attribute}"] += 1
                 parsed.append(None)
                 continue
-            parsed.append(
-                {
-                    "cluster": cluster,
-                    "broker": broker,
-                    "metric": metric,
-                    "user": props.get("user", ""),
-                    "client_id": props.get("client-id", ""),
-                    "ip": props.get("ip"),
-                }
-            )
+            parsed.append(mbean_row(props, metric, cluster=cluster, broker=broker))
         for number, line in enumerate(lines, 2):
             if too_long:
                 yield f"{path}:{too_long.pop(0)}", LINE_TOO_LONG

@@ -13,7 +13,12 @@ import io
 from pathlib import Path
 
 from quotaform.analytics.sources.base import ReadOptions, Records, Source
-from quotaform.analytics.sources.jmxtool import jmx_metric, jmxtool_time, needs_cluster
+from quotaform.analytics.sources.jmxtool import (
+    jmx_metric,
+    jmxtool_time,
+    mbean_row,
+    needs_cluster,
+)
 from quotaform.analytics.sources.text import OPEN, bounded_lines
 from quotaform.analytics.usage import Rejections
 from quotaform.inputs.files import open_input
@@ -47,16 +52,8 @@ def _records(path: Path, options: ReadOptions, skipped: Rejections) -> Records:
             if metric is None:
                 skipped.skipped[f"not a quota usage metric: {props.get('type')}:{attribute}"] += 1
                 continue
-            yield f"{path}:{number}", {
-                "cluster": cluster,
-                "broker": broker,
-                "timestamp": when,
-                "metric": metric,
-                "user": props.get("user", ""),
-                "client_id": props.get("client-id", ""),
-                "ip": props.get("ip"),
-                "value": value,
-            }
+            record = mbean_row(props, metric, cluster=cluster, broker=broker)
+            yield f"{path}:{number}", {**record, "timestamp": when, "value": value}
 
 
 SOURCE = Source(

@@ -40,6 +40,7 @@ from quotaform.analytics.model import (
     IMPACT_COLUMNS,
     ONE_BROKER_FIGURES,
     PERCENTILES,
+    UTILISATION_COLUMNS,
     align_micros,
 )
 from quotaform.analytics.spark import columns
@@ -207,6 +208,17 @@ def _client_principals(groups: DataFrame) -> DataFrame:
     )
 
 
+def _ip_requests(groups: DataFrame) -> DataFrame:
+    """The ip groups of ``groups`` as lookups of the ip levels (no principal)."""
+    return (
+        groups.where(_is_ip_key())
+        .withColumn("p_user", _null())
+        .withColumn("p_client", _null())
+        .withColumn("p_ip", F.col("ip"))
+        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
+    )
+
+
 def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     """The quota each observed group is held to, from its tags (the broker's
     step 2, :data:`LOOKUP_BY_TAGS`); ip groups by ``{ip=a}`` then
@@ -224,13 +236,7 @@ def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     client = _client_principals(distinct).withColumn(
         "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
     )
-    ip = (
-        distinct.where(_is_ip_key())
-        .withColumn("p_user", _null())
-        .withColumn("p_client", _null())
-        .withColumn("p_ip", F.col("ip"))
-        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
-    )
+    ip = _ip_requests(distinct)
     found = _first_existing(client, config, keys, "client").unionByName(
         _first_existing(ip, config, keys, "ip")
     )
@@ -425,22 +431,15 @@ def utilisation(
     ceiling = F.col("quota_value") * columns.enforcing_nodes(
         F.col("quota_key"), F.col("brokers_observed")
     )
+    computed = {
+        "utilisation_p99": F.col("p99") / F.col("quota_value"),
+        "throttled_share": F.col("t_over") / F.col("t_samples"),
+        "censored": F.coalesce(F.col("t_over"), F.lit(0)) > 0,
+        "cluster_ceiling": ceiling,
+        "cluster_utilisation_p99": F.col("cluster_p99") / ceiling,
+    }
     return resolved.select(
-        *group,
-        "quota_value",
-        "level",
-        "entity",
-        "samples",
-        "p50",
-        "p95",
-        "p99",
-        "max",
-        (F.col("p99") / F.col("quota_value")).alias("utilisation_p99"),
-        (F.col("t_over") / F.col("t_samples")).alias("throttled_share"),
-        (F.coalesce(F.col("t_over"), F.lit(0)) > 0).alias("censored"),
-        *CLUSTER_SUMS,
-        ceiling.alias("cluster_ceiling"),
-        (F.col("cluster_p99") / ceiling).alias("cluster_utilisation_p99"),
+        *[computed[c].alias(c) if c in computed else F.col(c) for c in UTILISATION_COLUMNS]
     )
 
 
@@ -560,13 +559,7 @@ def impact(
         ],
         F.coalesce(F.col("sp.split"), F.lit(False)).alias("split"),
     )
-    ip_req = (
-        groups.where(_is_ip_key())
-        .withColumn("p_user", _null())
-        .withColumn("p_client", _null())
-        .withColumn("p_ip", F.col("ip"))
-        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
-    )
+    ip_req = _ip_requests(groups)
     resolved_ip = _first_existing(ip_req, after, keys, "ip").select(
         *keys,
         F.lit("").alias("tag_user"),
