@@ -41,7 +41,7 @@ from quotaform.analytics.local.checks import (
     check_batch,
     coded,
 )
-from quotaform.analytics.model import USAGE_COLUMNS
+from quotaform.analytics.model import SERIES_COLUMNS, USAGE_COLUMNS
 from quotaform.analytics.sources import generic
 from quotaform.analytics.sources.base import ReadOptions, Records, Source
 from quotaform.analytics.sources.generic import BATCH_ROWS, FallBack, first_row
@@ -53,7 +53,7 @@ from quotaform.inputs.files import open_input
 
 __all__ = ["BATCH_ROWS", "CodedUsage", "read_coded_usage"]
 
-_TEXT = ("cluster", "broker", "user", "client_id", "ip")
+_TEXT = tuple(c for c in SERIES_COLUMNS if c != "metric")
 #: The bits a packed key may use (tests lower it to exercise the paired keys).
 _KEY_BITS = 63
 _LOW31 = (1 << 31) - 1

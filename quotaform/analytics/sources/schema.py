@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from quotaform.analytics.model import USAGE_COLUMNS
+from quotaform.analytics.model import SERIES_COLUMNS, USAGE_COLUMNS
 
 __all__ = [
     "STAGED_SCHEMA",
@@ -42,8 +42,8 @@ __all__ = [
     "normalise_record",
 ]
 
-#: The usage table's text columns.
-TEXT_COLUMNS = ("cluster", "broker", "metric", "user", "client_id", "ip")
+#: The usage table's text columns: the series' own.
+TEXT_COLUMNS = SERIES_COLUMNS
 #: The usage table as Arrow: timestamps are UTC microseconds.
 USAGE_SCHEMA = pa.schema(
     [

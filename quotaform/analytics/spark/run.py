@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from quotaform.analytics.configs import QuotaConfig
-from quotaform.analytics.model import RANKING, TABLE_COLUMNS
+from quotaform.analytics.model import RANKING, SERIES_COLUMNS, TABLE_COLUMNS
 from quotaform.analytics.paths import DataPath, child
 from quotaform.analytics.request import AnalyzeRequest, Command, Engine
 from quotaform.analytics.results import (
@@ -128,7 +128,6 @@ def for_server(where: DataPath, remote: str | None) -> DataPath:
     return where.resolve()
 
 
-
 def _summarise_spark(command: Command, frame: DataFrame, result: AnalyzeResult) -> None:
     """The table's row count and the summary's counts in one aggregation."""
     if command is Command.utilisation:
@@ -196,26 +195,27 @@ def _series_spark(usage: DataFrame, top: Sequence[Mapping[str, Any]]) -> list[Us
     if not wanted:
         return []
     spark = usage.sparkSession
+    # Each wanted group's series: its usage metric in place of its quota key.
+    series_of_row = {**{c: c for c in SERIES_COLUMNS}, "metric": "quota_key"}
     groups = spark.createDataFrame(
         [
             (
                 str(i),
-                r["cluster"],
-                r["broker"],
-                QUOTA_KEYS[r["quota_key"]].usage_metric,
-                r["user"],
-                r["client_id"],
-                r["ip"] or "",
+                *(
+                    QUOTA_KEYS[r["quota_key"]].usage_metric
+                    if c == "metric"
+                    else (r[series_of_row[c]] or "")
+                    for c in SERIES_COLUMNS
+                ),
             )
             for i, r in enumerate(wanted)
         ],
-        "g string, cluster string, broker string, metric string, user string, client_id string, "
-        "ip string",
+        ", ".join(f"{c} string" for c in ("g", *SERIES_COLUMNS)),
     )
     points = (
         usage.where(~F.isnan("value"))
         .withColumn("ip", F.coalesce(F.col("ip"), F.lit("")))
-        .join(F.broadcast(groups), ["cluster", "broker", "metric", "user", "client_id", "ip"])
+        .join(F.broadcast(groups), list(SERIES_COLUMNS))
         .select("g", "timestamp", "value")
         .collect()
     )
@@ -223,7 +223,6 @@ def _series_spark(usage: DataFrame, top: Sequence[Mapping[str, Any]]) -> list[Us
     for point in points:
         series.setdefault(int(point["g"]), []).append((point["timestamp"], point["value"]))
     return series_of(wanted, series)
-
 
 
 def write_texts(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, DataPath]:
