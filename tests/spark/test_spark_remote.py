@@ -199,6 +199,43 @@ def test_connect_rows_equal_local_for_every_analysis(
         assert _rows(tmp_path, command) == _rows(local["spark"], command), command
 
 
+def _pandas_usage(tmp_path: Path) -> Path:
+    """usage.csv as most people write Parquet: pandas' to_parquet of a
+    tz-aware time (TIMESTAMP(NANOS)) and an integer broker."""
+    import pandas as pd
+
+    frame = pd.read_csv(FIXTURES / "usage.csv", keep_default_na=False, na_values={"ip": [""]})
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+    frame["broker"] = frame["broker"].astype("int64")
+    path = tmp_path / "usage.parquet"
+    frame.to_parquet(path)
+    return path
+
+
+def test_pandas_nanosecond_parquet_reads_on_connect_and_on_a_cluster_as_locally(
+    spark_connect: Any, spark_cluster: Any, tmp_path: Path
+) -> None:
+    # Was, on every Spark mode: "AnalysisException: [PARQUET_TYPE_ILLEGAL]
+    # Illegal Parquet type: INT64 (TIMESTAMP(NANOS,true))"; the local engine
+    # rejected every row's integer broker.
+    usage = _pandas_usage(tmp_path)
+    runs = {
+        "python": ["--engine", "python"],
+        "connect": ["--remote", spark_connect.remote],
+        "cluster": ["--engine", "spark", "--master", spark_cluster.master_url],
+    }
+    for name, where in runs.items():
+        done = _quotaform(
+            ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(usage),
+             "--out", str(tmp_path / name / "utilisation"), *where],
+        )  # fmt: skip
+        assert done.returncode == 0, (name, done.stderr[-3000:])
+    reference = _rows(tmp_path / "python", "utilisation")
+    assert reference
+    assert _rows(tmp_path / "connect", "utilisation") == reference
+    assert _rows(tmp_path / "cluster", "utilisation") == reference
+
+
 def test_spark_remote_from_the_environment(
     spark_connect: Any, local: dict[str, Path], tmp_path: Path
 ) -> None:
