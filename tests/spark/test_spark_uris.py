@@ -84,7 +84,7 @@ def test_uris_read_like_local_paths_in_every_format(spark: SparkSession, tmp_pat
     )
     assert remote_rejected.count == 3  # the fixtures' own two, and bad.jsonl's
     assert any(
-        e.startswith(f"file://{folder}/bad.jsonl row ")
+        e.startswith(f"file://{folder}/bad.jsonl:1: ")
         and e.endswith("timestamp: yesterday is not an ISO-8601 time")
         for e in remote_rejected.examples
     ), remote_rejected.examples

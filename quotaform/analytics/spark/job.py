@@ -578,9 +578,14 @@ def _record_batches(
 
 def _shown(where: DataPath) -> tuple[str, str]:
     """``(file_key, name)`` of a usage file: how Spark names it, matched to
-    how the user gave it."""
-    key = file_key(str(Path(where).resolve()) if isinstance(where, Path) else where)
-    return key, str(where)
+    how the user gave it (a local file listed by Spark as ``file:/x`` is
+    shown ``file:///x``, as it is written)."""
+    if isinstance(where, Path):
+        return file_key(str(where.resolve())), str(where)
+    name = where
+    if name.startswith("file:/") and not name.startswith("file://"):
+        name = "file://" + name[len("file:") :]
+    return file_key(where), name
 
 
 def read_usage_counted(
