@@ -159,9 +159,10 @@ def utilisation(
         throttles = throttle.get(key, [])
         over = sum(1 for v in throttles if v > 0)
         p50, p95, p99 = (percentile(values, p) if values else None for p in PERCENTILES)
-        sums = cluster.get(_cluster_key(key), [])
-        c50, c95, c99 = (percentile(sums, p) if sums else None for p in PERCENTILES)
         observed = brokers[_cluster_key(key)]
+        # On one broker: its own samples (model.ONE_BROKER_FIGURES).
+        sums = cluster.get(_cluster_key(key), []) if observed > 1 else values
+        c50, c95, c99 = (percentile(sums, p) if sums else None for p in PERCENTILES)
         top = ceiling(quota_key, res.value, observed)
         out.append(
             {

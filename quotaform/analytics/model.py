@@ -37,9 +37,10 @@ orders, so their sums are equal bit for bit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
@@ -50,6 +51,7 @@ from quotaform.kafka.units import readable_quota
 __all__ = [
     "CENSORED_NOTE",
     "CLUSTER_COLUMNS",
+    "CLUSTER_GROUP_COLUMNS",
     "COLUMN_TYPES",
     "DEFAULT_ALIGN_S",
     "DEFAULT_HEADROOM",
@@ -57,8 +59,12 @@ __all__ = [
     "GROUP_COLUMNS",
     "IMPACT_COLUMNS",
     "ISO_TIMESTAMP",
+    "ONE_BROKER_FIGURES",
     "PERCENTILES",
+    "RANKING",
     "RECOMMEND_COLUMNS",
+    "SERIES_COLUMNS",
+    "TABLE_COLUMNS",
     "USAGE_COLUMNS",
     "UTILISATION_COLUMNS",
     "UsageRow",
@@ -68,13 +74,18 @@ __all__ = [
     "fold_sum",
     "percentile",
     "predicted_throttle_ms",
+    "rank_key",
     "readable_quota",
 ]
 
 #: The usage table's columns, in order.
 USAGE_COLUMNS = ("cluster", "broker", "timestamp", "metric", "user", "client_id", "ip", "value")
+#: What identifies one usage series: the row without its time and value.
+SERIES_COLUMNS = ("cluster", "broker", "metric", "user", "client_id", "ip")
 #: What identifies one quota group's series on one broker.
 GROUP_COLUMNS = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
+#: What identifies one quota group over every broker of its cluster.
+CLUSTER_GROUP_COLUMNS = tuple(c for c in GROUP_COLUMNS if c != "broker")
 #: The group's cluster-wide figures next to each of its per-broker rows (the
 #: group: ``cluster``, ``user``, ``client_id``, ``ip``, ``quota_key``, over
 #: every broker): ``brokers_observed``, the brokers with a row of the group;
@@ -94,6 +105,16 @@ CLUSTER_SUMS = (
     "cluster_max",
 )
 CLUSTER_COLUMNS = (*CLUSTER_SUMS, "cluster_ceiling", "cluster_utilisation_p99")
+#: A group seen on one broker has the same cluster figures as its per-broker
+#: ones (its samples, not averages over alignment buckets): cluster column ->
+#: the per-broker column it takes.
+ONE_BROKER_FIGURES = {
+    "cluster_samples": "samples",
+    "cluster_p50": "p50",
+    "cluster_p95": "p95",
+    "cluster_p99": "p99",
+    "cluster_max": "max",
+}
 #: ``analyze utilisation``: one row per observed (group, key) per broker.
 UTILISATION_COLUMNS = (
     *GROUP_COLUMNS,
@@ -140,11 +161,7 @@ IMPACT_COLUMNS = (
 #: broker's quantile; ``cluster_ceiling`` and ``recommended_cluster_ceiling``
 #: are the current and the recommended quota x ``brokers_observed``.
 RECOMMEND_COLUMNS = (
-    "cluster",
-    "user",
-    "client_id",
-    "ip",
-    "quota_key",
+    *CLUSTER_GROUP_COLUMNS,
     "quota_value",
     "peak_p99",
     "recommended",
@@ -161,6 +178,26 @@ RECOMMEND_COLUMNS = (
     "cluster_ceiling",
     "recommended_cluster_ceiling",
 )
+#: Each command's table, by command name.
+TABLE_COLUMNS = {
+    "utilisation": UTILISATION_COLUMNS,
+    "impact": IMPACT_COLUMNS,
+    "recommend": RECOMMEND_COLUMNS,
+}
+#: How each command's rows are ranked in the reports (the top rows), by
+#: command name: ``(column, descending)`` in order; a descending column puts
+#: nulls last, an ascending one first (Spark's defaults). Utilisation: the
+#: most loaded first; impact: the newly throttled, then the hardest hit;
+#: recommend: the censored first.
+RANKING: dict[str, tuple[tuple[str, bool], ...]] = {
+    "utilisation": (("utilisation_p99", True), *((c, False) for c in GROUP_COLUMNS)),
+    "impact": (
+        ("newly_throttled", True),
+        ("predicted_throttle_ms", True),
+        *((c, False) for c in GROUP_COLUMNS),
+    ),
+    "recommend": (("censored", True), ("cluster", False), ("user", False), ("client_id", False)),
+}
 #: Every column's type, by name (Spark and Arrow types derive from it):
 #: ``string``, ``double``, ``int``, ``long``, ``boolean`` or ``timestamp``.
 COLUMN_TYPES: dict[str, str] = {
@@ -278,6 +315,24 @@ def percentile(values: Sequence[float], p: float) -> float:
     if low == high:
         return ordered[low]
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def rank_key(command: str) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """The sort key of a command's rows as :data:`RANKING` ranks them, for
+    rows as dicts (the Spark engine sorts by the same data)."""
+    ranking = RANKING[command]
+
+    def key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for column, descending in ranking:
+            value = row[column]
+            if descending:
+                out.append((value is None, 0.0 if value is None else -float(value)))
+            else:
+                out.append((value is not None, "" if value is None else value))
+        return tuple(out)
+
+    return key
 
 
 def align_micros(align_s: float) -> int:

@@ -31,6 +31,7 @@ from quotaform.analytics.jobs import (
     write_files,
 )
 from quotaform.analytics.paths import DataPath
+from quotaform.analytics.usage import note_line
 from quotaform.formats.analyze import AnalyzeSummary, RejectedDoc, render_summary_json
 from quotaform.formats.explain import enforcement_doc
 from quotaform.kafka.keys import QUOTA_KEYS, enforcing_nodes
@@ -98,8 +99,8 @@ _COLUMNS = {
 }
 
 
-def _configs(request: AnalyzeRequest) -> list[QuotaConfig]:
-    return [*request.configs, *request.after]
+def _configs(result: AnalyzeResult) -> list[QuotaConfig]:
+    return [*result.configs, *result.after]
 
 
 def enforcement_warnings(configs: Sequence[QuotaConfig]) -> list[str]:
@@ -131,7 +132,7 @@ def _resolution_enforced(configs: Sequence[QuotaConfig]) -> bool | None:
 
 def summary_of(request: AnalyzeRequest, result: AnalyzeResult) -> AnalyzeSummary:
     """The JSON summary of a run."""
-    configs = _configs(request)
+    configs = _configs(result)
     callbacks = sorted({name for c in configs if c.enforcement for name in c.enforcement.classes})
     return AnalyzeSummary.model_validate(
         {
@@ -150,10 +151,10 @@ def summary_of(request: AnalyzeRequest, result: AnalyzeResult) -> AnalyzeSummary
                 matched=dict(result.rejected.matched),
                 notes=dict(result.rejected.notes),
             ),
-            "configurations": [f"{c.cluster}: {c.source}" for c in request.configs],
+            "configurations": [f"{c.cluster}: {c.source}" for c in result.configs],
             "counts": result.extra,
             "histogram": result.histogram,
-            "align_s": request.align_s,
+            "align_s": request.align,
             "top": [{k: _jsonable(v) for k, v in row.items()} for row in result.top],
             "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
             "resolution_enforced": _resolution_enforced(configs),
@@ -235,7 +236,7 @@ def _headline(request: AnalyzeRequest, result: AnalyzeResult) -> str:
 def _per_broker(request: AnalyzeRequest, result: AnalyzeResult) -> str:
     """The line saying quotas are enforced per broker and what that allows
     across the brokers a group reaches (the cluster_* columns)."""
-    summed = f"usage summed across brokers in {request.align_s:g} s buckets"
+    summed = f"usage summed across brokers in {request.align:g} s buckets"
     if request.command is Command.impact:
         return (
             "Quotas are enforced per broker: a group may use the quota after the change on "
@@ -289,7 +290,7 @@ def _markdown(request: AnalyzeRequest, result: AnalyzeResult) -> str:
         md(_per_broker(request, result)),
         "",
     ]
-    for warning in enforcement_warnings(_configs(request)):
+    for warning in enforcement_warnings(_configs(result)):
         lines += [f"> **Warning:** {md(warning)}", ""]
     lines += [
         f"<sub>{result.usage_rows:,} usage rows, {result.rejected.count:,} rejected; engine "
@@ -316,7 +317,10 @@ def _markdown(request: AnalyzeRequest, result: AnalyzeResult) -> str:
             "",
         ]
     if result.rejected.notes:
-        lines += [f"- Note: {md(note)} ({n:,} series)" for note, n in result.rejected.notes.items()]
+        lines += [
+            f"- Note: {md(note_line(note, n))}"
+            for note, n in result.rejected.notes.items()
+        ]
         lines.append("")
     return "\n".join(lines)
 
@@ -415,7 +419,7 @@ def report_figures(request: AnalyzeRequest, result: AnalyzeResult) -> list[tuple
         return []
     plots: list[tuple[str, Figure]] = []
     if result.histogram:
-        clusters = sorted({c.cluster for c in request.configs})
+        clusters = sorted({c.cluster for c in result.configs})
         plots.append(
             (
                 "How close every group runs to its quota (p99 of usage / quota).",

@@ -12,22 +12,26 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from quotaform.analytics.jobs import Command, Engine
-from quotaform.analytics.model import DEFAULT_ALIGN_S, DEFAULT_HEADROOM, DEFAULT_WINDOW_S
+from quotaform.analytics.exporters import metric_of_name
+from quotaform.analytics.model import DEFAULT_HEADROOM, DEFAULT_WINDOW_S
 from quotaform.analytics.paths import data_path
 from quotaform.analytics.remote import SparkTarget, spark_target
-from quotaform.analytics.usage import UsageFormat
+from quotaform.analytics.request import AnalyzeRequest, Command, Engine
+from quotaform.analytics.sources.base import ReadOptions
+from quotaform.analytics.sources.live import LiveOptions
+from quotaform.analytics.sources.registry import FORMATS
+from quotaform.analytics.usage import LabelMap, note_line
 from quotaform.app.analyze import (
     AnalyzeCommandRequest,
     CollectRequest,
     QuotaSnapshotRequest,
-    UsageOptions,
     run_analyze,
     run_collect,
     run_quota_snapshot,
@@ -40,6 +44,7 @@ from quotaform.cli.options import (
 )
 from quotaform.cli.output import make_console, say
 from quotaform.cli.view import make_view
+from quotaform.inputs.limits import LIMITS
 from quotaform.kafka.impact import STEADY_RULES
 from quotaform.kafka.units import parse_byte_size, parse_quota_value
 from quotaform.manifest.models import parse_duration
@@ -207,8 +212,20 @@ Remote = Annotated[
         show_default=False,
     ),
 ]
+def _usage_format(text: str) -> str:
+    if text not in FORMATS:
+        raise typer.BadParameter(f"{text!r}: one of {', '.join(FORMATS)}")
+    return text
+
+
 FormatOption = Annotated[
-    UsageFormat, typer.Option("--usage-format", help="How the usage files are laid out.")
+    str,
+    typer.Option(
+        "--usage-format",
+        metavar="SOURCE",
+        parser=_usage_format,
+        help=f"The usage files' source: {', '.join(FORMATS)} (auto: detected per file).",
+    ),
 ]
 ClusterLabel = Annotated[
     str,
@@ -286,15 +303,16 @@ def _align(text: str | float) -> float:
 
 
 Align = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--align",
         metavar="DURATION",
         parser=_align,
         help="Quotas are enforced per broker; a group's usage is also summed across brokers "
         "(the cluster_* columns) after aligning each broker's samples on buckets this long: "
-        "11s (the quota window) by default; at least the sampling interval when brokers are "
-        "sampled at different times (JmxTool, analyze collect).",
+        "11s (the quota window) by default, or --prometheus's --step when shorter; at least "
+        "the sampling interval when brokers are sampled at different times (JmxTool, "
+        "analyze collect).",
         show_default="11s",
     ),
 ]
@@ -320,7 +338,7 @@ Until = Annotated[
 ]
 
 
-def _usage(
+def _request(
     usage: Usage = None,
     prometheus: PrometheusUrl = None,
     step: Step = None,
@@ -333,40 +351,65 @@ def _usage(
     engine: EngineOption = Engine.auto,
     master: Master = None,
     remote: Remote = None,
-    usage_format: FormatOption = UsageFormat.auto,
+    usage_format: FormatOption = "auto",
     cluster_label: ClusterLabel = "cluster",
     broker_label: BrokerLabel = "instance",
     default_cluster: DefaultCluster = None,
     broker: JmxBroker = None,
     since: Since = None,
     until: Until = None,
-) -> UsageOptions:
+) -> AnalyzeRequest:
+    """The usage and engine options as the run's one request (the command's
+    own options are added by :func:`_run`)."""
     if engine is Engine.python and remote is None:
         where = SparkTarget(master=master)  # SPARK_REMOTE is for Spark runs only
     else:
         where = spark_target(master=master, remote=remote, environ=os.environ)
-    return UsageOptions(
-        tuple(data_path(p) for p in usage or ()),
+    if metric is not None and metric_of_name(metric) is None:
+        raise typer.BadParameter(
+            f"{metric!r}: not a usage metric (produce-byte-rate, ...) nor an exporter name "
+            "such as kafka_server_produce_byte_rate",
+            param_hint="--metric",
+        )
+    if step is not None and prometheus is None:
+        raise typer.BadParameter(
+            "the resolution of --prometheus queries: give both", param_hint="--step"
+        )
+    max_bytes = _size(max_usage_size, "--max-usage-size")
+    live = None
+    if prometheus is not None:
+        live = LiveOptions(
+            prometheus,
+            step_s=_duration(step) if step is not None else None,
+            config=prometheus_config,
+            ca_file=prometheus_ca_file,
+            match=tuple(prometheus_match or ()),
+            timeout_s=_duration(prometheus_timeout) if prometheus_timeout is not None else None,
+            max_bytes=max_bytes,
+        )
+    read = ReadOptions(
+        labels=LabelMap(
+            cluster_label,
+            broker_label,
+            default_cluster,
+            metric=metric_of_name(metric) if metric else None,
+        ),
+        cluster=default_cluster,
+        broker=broker,
+        limits=LIMITS["usage"].with_max_bytes(max_bytes),
+    )
+    return AnalyzeRequest(
+        Command.utilisation,
+        out=Path(),
+        usage=tuple(data_path(p) for p in usage or ()),
+        usage_format=usage_format,
+        read=read,
+        prometheus=live,
+        since=since,
+        until=until,
         engine=engine,
         master=where.master,
         remote=where.remote,
-        usage_format=usage_format,
-        cluster_label=cluster_label,
-        broker_label=broker_label,
-        default_cluster=default_cluster,
-        broker=broker,
-        since=since,
-        until=until,
-        prometheus=prometheus,
-        step_s=_duration(step) if step is not None else None,
-        prometheus_config=prometheus_config,
-        prometheus_ca_file=prometheus_ca_file,
-        prometheus_match=tuple(prometheus_match or ()),
-        prometheus_timeout_s=(
-            _duration(prometheus_timeout) if prometheus_timeout is not None else None
-        ),
-        max_usage_bytes=_size(max_usage_size, "--max-usage-size"),
-        metric=metric,
     )
 
 
@@ -380,35 +423,37 @@ def _size(text: str | None, option: str) -> int | None:
         raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
-#: What every analysis takes as one :class:`UsageOptions`: the usage paths
-#: and how to read them, and the engine.
-USAGE = UsageOptions(())
-with_usage = expands("usage", _usage)
+#: What every analysis takes as one :class:`AnalyzeRequest`: the usage, how
+#: to read it, and the engine (the command's own options added by ``_run``).
+REQUEST = AnalyzeRequest(Command.utilisation, Path())
+with_request = expands("request", _request)
 
 
 def _run(
     command: Command,
-    usage: UsageOptions,
+    request: AnalyzeRequest,
     out: str,
     manifests: list[Path] | None,
     snapshots: list[Path] | None,
     connection: ConnectionOptions,
+    plan_file: Path | None = None,
+    write_into: Path | None = None,
     **options: Any,
 ) -> None:
     """Run one analysis (``options``: the command's own fields of
-    :class:`AnalyzeCommandRequest`) and say what it wrote (rejected rows as
-    a warning)."""
-    request = AnalyzeCommandRequest(
-        command,
-        usage=usage,
-        out=data_path(out),
-        manifests=tuple(manifests or ()),
-        snapshots=tuple(snapshots or ()),
-        connection=connection,
-        view=make_view(info_style="dim"),
-        **options,
+    :class:`AnalyzeRequest`) and say what it wrote (rejected rows as a
+    warning)."""
+    run = run_analyze(
+        AnalyzeCommandRequest(
+            replace(request, command=command, out=data_path(out), **options),
+            manifests=tuple(manifests or ()),
+            snapshots=tuple(snapshots or ()),
+            plan_file=plan_file,
+            write_into=write_into,
+            connection=connection,
+            view=make_view(info_style="dim"),
+        )
     )
-    run = run_analyze(request)
     result, paths = run.result, run.reports
     err = make_console(stderr=True)
     if result.rejected.count:
@@ -420,7 +465,7 @@ def _run(
             prefix="Warning: ",
         )
     for note, count in result.rejected.notes.items():
-        say(err, f"{note} ({count:,} series)", style="dim", prefix="Note: ")
+        say(err, note_line(note, count), style="dim", prefix="Note: ")
     if result.rejected.duplicates:
         say(
             err,
@@ -430,14 +475,14 @@ def _run(
             prefix="Note: ",
         )
     console = make_console()
-    say(console, f"{request.command.value}: {result.rows:,} rows -> {result.table}")
+    say(console, f"{command.value}: {result.rows:,} rows -> {result.table}")
     say(console, f"reports: {paths['markdown']}, {paths['html']}, {paths['summary']}")
     if run.added is not None and run.updated is not None:
         added = len(run.added)
         say(
             console,
             f"Wrote the recommendations: {added} entit{'y' if added == 1 else 'ies'} "
-            f"added to {request.write_into}, {len(run.updated)} updated. Review them with "
+            f"added to {write_into}, {len(run.updated)} updated. Review them with "
             "quotaform plan.",
         )
 
@@ -486,13 +531,13 @@ def request_sizes(values: list[str] | None) -> dict[str, float]:
     "utilisation", short_help="Which quota governs each group, and how close it runs."
 )
 @with_connection
-@with_usage
+@with_request
 def utilisation(
     manifests: Manifests = None,
-    usage: UsageOptions = USAGE,
+    request: AnalyzeRequest = REQUEST,
     out: Out = ...,  # type: ignore[assignment]
     snapshot: Snapshot = None,
-    align: Align = DEFAULT_ALIGN_S,
+    align: Align = None,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Which quota governs each observed group, and how close it runs.
@@ -506,7 +551,7 @@ def utilisation(
     """
     _run(
         Command.utilisation,
-        usage,
+        request,
         out,
         manifests,
         snapshot,
@@ -517,10 +562,10 @@ def utilisation(
 
 @analyze_app.command("impact", short_help="What a change does to the observed groups.")
 @with_connection
-@with_usage
+@with_request
 def impact(
     manifests: Manifests = None,
-    usage: UsageOptions = USAGE,
+    request: AnalyzeRequest = REQUEST,
     out: Out = ...,  # type: ignore[assignment]
     plan_file: Annotated[
         Path | None,
@@ -541,7 +586,7 @@ def impact(
         ),
     ] = DEFAULT_WINDOW_S,
     request_bytes: RequestBytes = None,
-    align: Align = DEFAULT_ALIGN_S,
+    align: Align = None,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """What a change does to the observed groups: --plan FILE, or manifests
@@ -559,7 +604,7 @@ def impact(
     """
     _run(
         Command.impact,
-        usage,
+        request,
         out,
         manifests,
         snapshot,
@@ -573,10 +618,10 @@ def impact(
 
 @analyze_app.command("recommend", short_help="Quotas sized from observed usage.")
 @with_connection
-@with_usage
+@with_request
 def recommend(
     manifests: Manifests = None,
-    usage: UsageOptions = USAGE,
+    request: AnalyzeRequest = REQUEST,
     out: Out = ...,  # type: ignore[assignment]
     snapshot: Snapshot = None,
     quantile: Annotated[
@@ -596,7 +641,7 @@ def recommend(
         ),
     ] = None,
     request_bytes: RequestBytes = None,
-    align: Align = DEFAULT_ALIGN_S,
+    align: Align = None,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
     """Quotas sized from observed usage: the quantile x headroom of the
@@ -607,7 +652,7 @@ def recommend(
     recommended_cluster_ceiling what it allows across the group's brokers."""
     _run(
         Command.recommend,
-        usage,
+        request,
         out,
         manifests,
         snapshot,
@@ -631,8 +676,15 @@ def collect(
         typer.Option("--cluster-name", metavar="NAME", help="The cluster these samples belong to."),
     ],
     broker: Annotated[
-        str, typer.Option("--broker", metavar="ID", help="The broker's id in the samples.")
-    ] = "0",
+        str | None,
+        typer.Option(
+            "--broker",
+            metavar="ID",
+            help="The broker's id in the samples (default: its node id, read from the "
+            "broker's app-info MBean).",
+            show_default=False,
+        ),
+    ] = None,
     seconds: Annotated[
         float,
         typer.Option(
@@ -656,12 +708,21 @@ def collect(
 ) -> None:
     """Read a (sandbox) broker's quota MBeans with Kafka's JmxTool into the
     usage table (JSON Lines), every --interval for --seconds."""
-    count = run_collect(
+    collected = run_collect(
         CollectRequest(
             jmx_port, out, cluster_name, broker=broker, seconds=seconds, interval_s=interval
         )
     )
-    say(make_console(stderr=True), f"collected {count:,} samples into {out}")
+    err = make_console(stderr=True)
+    if collected.read_broker:
+        say(
+            err,
+            f"the samples are broker {collected.broker!r}: its node id, read from the broker "
+            "(--broker ID names it)",
+            style="dim",
+            prefix="Note: ",
+        )
+    say(err, f"collected {collected.rows:,} samples into {out}")
 
 
 @with_connection

@@ -110,3 +110,62 @@ def test_a_submitted_run_with_bad_input_fails_like_the_cli(
     )
     assert "Traceback" not in done.stdout + done.stderr
     assert not (scratch / "out/bad/utilisation.parquet").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_documented_standalone_cluster_starts_and_takes_the_documented_submit(
+    tmp_path: Path, scratch: Path
+) -> None:
+    """docs/analytics.md's master and worker, started exactly as shown (its
+    port 7077 swapped for a free one), then its spark-submit line on them:
+    ``SPARK_MASTER_URL`` is what the block exports (issue 32: the page used it
+    without defining it)."""
+    import contextlib
+    import signal
+    import time
+
+    page = doc_text("docs/analytics.md")
+    (block,) = [b for b in fenced_blocks(page) if "deploy.master.Master" in b]
+    port = _free_port()
+    start = block.replace("7077", str(port))
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER", "SPARK_REMOTE")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYSPARK_PYTHON"] = sys.executable
+    env.pop("SPARK_MASTER_URL", None)
+    # The block as shown, then the ids of the two processes it left running.
+    started = subprocess.run(
+        ["bash", "-c", start + "\njobs -p"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    pids = [int(p) for p in started.stdout.split()]
+    assert len(pids) == 2, started.stdout
+    try:
+        deadline = time.monotonic() + 240
+        log = tmp_path / "worker.log"
+        while "Successfully registered with master" not in (
+            log.read_text(errors="replace") if log.exists() else ""
+        ):
+            assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-2000:]
+            time.sleep(1)
+        submit = _documented_submit_command()
+        done = subprocess.run(
+            ["bash", "-c", f"{start.splitlines()[1]}\n{submit}"], cwd=scratch,
+            env={**env, "SPARK_LOCAL_IP": "127.0.0.1"}, capture_output=True, text=True,
+            timeout=900,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert f"Spark 4.3.0 on spark://127.0.0.1:{port}" in done.stdout, done.stdout[-2000:]
+        assert (scratch / "out/submitted/utilisation.parquet").exists()
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)

@@ -22,9 +22,10 @@ from quotaform.analytics.jobs import AnalyzeRequest, Command, Engine, run_analys
 from quotaform.analytics.local import aggregate
 from quotaform.analytics.local.reader import read_coded_usage
 from quotaform.analytics.model import USAGE_COLUMNS, UTILISATION_COLUMNS
+from quotaform.analytics.sources.base import ReadOptions
+from quotaform.analytics.sources.registry import read_usage
 from quotaform.analytics.spark import job, transforms
 from quotaform.analytics.spark.schemas import USAGE_SCHEMA, UTILISATION_SCHEMA
-from quotaform.analytics.usage import read_usage
 from quotaform.kafka.resolution import QuotaIndex
 
 from .generated import generated
@@ -103,11 +104,11 @@ def _close(a: Any, b: Any) -> bool:
         (["usage.csv"], {}),
         (["usage.jsonl"], {}),
         (["prometheus.json"], {}),
-        (["jmxtool.csv"], {"cluster": "prod-eu", "broker": "1"}),
+        (["jmxtool.csv"], {"read": ReadOptions(cluster="prod-eu", broker="1")}),
     ],
 )
 def test_the_local_engine_equals_spark_on_every_fixture(
-    spark: SparkSession, tmp_path: Path, files: list[str], options: dict[str, str]
+    spark: SparkSession, tmp_path: Path, files: list[str], options: dict[str, ReadOptions]
 ) -> None:
     configs = read_snapshot(FIXTURES / "snapshot.jsonl")
     tables = {}
@@ -115,13 +116,13 @@ def test_the_local_engine_equals_spark_on_every_fixture(
         result = run_analysis(
             AnalyzeRequest(
                 command=Command.utilisation,
-                configs=configs,
-                usage=[FIXTURES / f for f in files],
+                usage=tuple(FIXTURES / f for f in files),
                 out=tmp_path / engine.value,
                 engine=engine,
                 master="local[1]",
                 **options,  # type: ignore[arg-type]
-            )
+            ),
+            configs,
         )
         tables[engine] = (
             _rows(result.table),

@@ -25,6 +25,7 @@ from quotaform.analytics.model import (
     UTILISATION_COLUMNS,
     UsageRow,
 )
+from quotaform.analytics.sources.registry import read_usage
 from quotaform.analytics.spark import job, transforms
 from quotaform.analytics.spark.schemas import (
     IMPACT_SCHEMA,
@@ -32,7 +33,6 @@ from quotaform.analytics.spark.schemas import (
     USAGE_SCHEMA,
     UTILISATION_SCHEMA,
 )
-from quotaform.analytics.usage import read_usage
 from quotaform.cli.app import app
 from quotaform.kafka.metrics import sanitize_user
 from quotaform.kafka.resolution import QuotaIndex

@@ -178,6 +178,43 @@ def test_connect_rows_equal_local_for_every_analysis(
         assert _rows(tmp_path, command) == _rows(local["spark"], command), command
 
 
+def _pandas_usage(tmp_path: Path) -> Path:
+    """usage.csv as most people write Parquet: pandas' to_parquet of a
+    tz-aware time (TIMESTAMP(NANOS)) and an integer broker."""
+    import pandas as pd
+
+    frame = pd.read_csv(FIXTURES / "usage.csv", keep_default_na=False, na_values={"ip": [""]})
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+    frame["broker"] = frame["broker"].astype("int64")
+    path = tmp_path / "usage.parquet"
+    frame.to_parquet(path)
+    return path
+
+
+def test_pandas_nanosecond_parquet_reads_on_connect_and_on_a_cluster_as_locally(
+    spark_connect: Any, spark_cluster: Any, tmp_path: Path
+) -> None:
+    # Was, on every Spark mode: "AnalysisException: [PARQUET_TYPE_ILLEGAL]
+    # Illegal Parquet type: INT64 (TIMESTAMP(NANOS,true))"; the local engine
+    # rejected every row's integer broker.
+    usage = _pandas_usage(tmp_path)
+    runs = {
+        "python": ["--engine", "python"],
+        "connect": ["--remote", spark_connect.remote],
+        "cluster": ["--engine", "spark", "--master", spark_cluster.master_url],
+    }
+    for name, where in runs.items():
+        done = _quotaform(
+            ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(usage),
+             "--out", str(tmp_path / name / "utilisation"), *where],
+        )  # fmt: skip
+        assert done.returncode == 0, (name, done.stderr[-3000:])
+    reference = _rows(tmp_path / "python", "utilisation")
+    assert reference
+    assert _rows(tmp_path / "connect", "utilisation") == reference
+    assert _rows(tmp_path / "cluster", "utilisation") == reference
+
+
 def test_spark_remote_from_the_environment(
     spark_connect: Any, local: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -283,7 +320,13 @@ def _closed_port() -> int:
 
 
 def _documented_connect_block() -> list[str]:
-    return shell_commands(fenced_block("docs/analytics.md", after="## Spark Connect"))
+    return shell_commands(
+        fenced_block("docs/analytics.md", after="and on the client (quotaform with the Connect")
+    )
+
+
+def _documented_server_block() -> str:
+    return fenced_block("docs/analytics.md", after="## Spark Connect")
 
 
 def _thin_key(install: str) -> str:
@@ -374,3 +417,47 @@ def test_the_documented_thin_client_runs_without_java(
     )  # fmt: skip
     assert probe.stdout.strip() == "True", probe.stderr
     assert _rows(tmp_path / "out", "utilisation") == _rows(local["spark"], "utilisation")
+
+
+def test_the_documented_connect_server_starts_and_stops_as_shown(tmp_path: Path) -> None:
+    """docs/analytics.md's Connect server, started exactly as shown (its port
+    15002 swapped for a free one), answers an analysis, and stops with the
+    script and ``SPARK_PID_DIR`` the page names (issue 32: nothing showed how
+    to start one from the pip package)."""
+    import time
+
+    block = _documented_server_block()
+    assert "start-connect-server.sh" in block, block
+    port = _closed_port()
+    env = _env()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    started = subprocess.run(
+        ["/bin/bash", "-c", block.replace("15002", str(port))], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr[-3000:]
+    stop = (
+        'export SPARK_HOME="$(python -c \'import os, pyspark; print(os.path.dirname('
+        'pyspark.__file__))\')"\nSPARK_PID_DIR="$PWD/spark-connect" '
+        '"$SPARK_HOME/sbin/stop-connect-server.sh"'
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the Connect server never listened"
+                time.sleep(1)
+        done = _quotaform(
+            ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"),
+             "--usage", str(FIXTURES / "usage.csv"), "--out", str(tmp_path / "out"),
+             "--remote", f"sc://127.0.0.1:{port}"],
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (tmp_path / "out/utilisation.parquet").exists()
+    finally:
+        subprocess.run(
+            ["/bin/bash", "-c", stop], cwd=tmp_path, env=env, capture_output=True, timeout=120
+        )

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from quotaform.analytics.jobs import AnalyzeRequest, Command, Engine, choose_engine
 from quotaform.analytics.paths import child, data_path, is_uri, name_of
+from quotaform.analytics.sources.base import ReadOptions
 from quotaform.analytics.spark import job
 from quotaform.cli.app import app
 from quotaform.cli.spark_submit import submit_arguments
@@ -47,8 +48,7 @@ def test_a_uri_stays_text_and_a_path_is_a_path() -> None:
 def test_the_python_engine_refuses_a_uri_and_auto_picks_spark(tmp_path: Path) -> None:
     request = AnalyzeRequest(
         command=Command.utilisation,
-        configs=[],
-        usage=[f"file://{FIXTURES}/usage.jsonl"],
+        usage=(f"file://{FIXTURES}/usage.jsonl",),
         out=tmp_path,
         engine=Engine.python,
     )
@@ -56,8 +56,7 @@ def test_the_python_engine_refuses_a_uri_and_auto_picks_spark(tmp_path: Path) ->
         choose_engine(request)
     auto = AnalyzeRequest(
         command=Command.utilisation,
-        configs=[],
-        usage=[FIXTURES / "usage.jsonl"],
+        usage=(FIXTURES / "usage.jsonl",),
         out=f"file://{tmp_path}/out",
     )
     assert choose_engine(auto) is Engine.spark
@@ -85,7 +84,7 @@ def test_uris_read_like_local_paths_in_every_format(spark: SparkSession, tmp_pat
     )
     assert remote_rejected.count == 3  # the fixtures' own two, and bad.jsonl's
     assert any(
-        e.startswith(f"file://{folder}/bad.jsonl row ")
+        e.startswith(f"file://{folder}/bad.jsonl:1: ")
         and e.endswith("timestamp: yesterday is not an ISO-8601 time")
         for e in remote_rejected.examples
     ), remote_rejected.examples
@@ -93,10 +92,9 @@ def test_uris_read_like_local_paths_in_every_format(spark: SparkSession, tmp_pat
 
 def test_a_jmxtool_file_at_a_uri_is_detected_and_parsed(spark: SparkSession) -> None:
     uri = f"file://{FIXTURES}/jmxtool.csv"
-    frame, _, rows = job.read_usage_counted(spark, [uri], cluster="prod-eu", broker="1")
-    local, _, local_rows = job.read_usage_counted(
-        spark, [FIXTURES / "jmxtool.csv"], cluster="prod-eu", broker="1"
-    )
+    jmx = ReadOptions(cluster="prod-eu", broker="1")
+    frame, _, rows = job.read_usage_counted(spark, [uri], options=jmx)
+    local, _, local_rows = job.read_usage_counted(spark, [FIXTURES / "jmxtool.csv"], options=jmx)
     assert rows == local_rows > 0
     assert _rows(frame) == _rows(local)
 

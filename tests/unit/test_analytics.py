@@ -20,7 +20,9 @@ from quotaform.analytics.model import (
     predicted_throttle_ms,
     readable_quota,
 )
-from quotaform.analytics.usage import LabelMap, UsageFormat, check_row, read_usage
+from quotaform.analytics.sources.base import ReadOptions
+from quotaform.analytics.sources.registry import read_usage
+from quotaform.analytics.usage import LabelMap, check_row
 from quotaform.errors import AnalyticsError
 from quotaform.formats.schemas import SCHEMAS
 from quotaform.kafka.entity import Entity
@@ -193,16 +195,20 @@ def test_prometheus_labels_map_to_cluster_and_broker(tmp_path: Path) -> None:
     }  # fmt: skip
     path = tmp_path / "q.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    rows, _ = read_usage([path], labels=LabelMap(broker="pod", default_cluster="prod"))
+    rows, _ = read_usage(
+        [path], options=ReadOptions(labels=LabelMap(broker="pod", default_cluster="prod"))
+    )
     assert {(r.cluster, r.broker, r.client_id) for r in rows} == {("prod", "kafka-0", "app:1,x*y")}
-    rows, rejected = read_usage([path], labels=LabelMap(broker="pod"))
+    rows, rejected = read_usage([path], options=ReadOptions(labels=LabelMap(broker="pod")))
     assert rows == [] and rejected.by_reason == {"cluster": 2}
 
 
 def test_jmxtool_csv_with_a_quoted_client_id() -> None:
     with pytest.raises(AnalyticsError, match="give --default-cluster NAME and --broker ID"):
         read_usage([FIXTURES / "jmxtool.csv"])
-    rows, rejected = read_usage([FIXTURES / "jmxtool.csv"], cluster="prod-eu", broker="1")
+    rows, rejected = read_usage(
+        [FIXTURES / "jmxtool.csv"], options=ReadOptions(cluster="prod-eu", broker="1")
+    )
     assert {(r.metric, r.user, r.client_id) for r in rows} == {
         ("produce-byte-rate", "alice", "in:gest*"),
         ("produce-throttle-time", "alice", "in:gest*"),
@@ -217,7 +223,7 @@ def test_a_csv_without_a_column_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(
         AnalyticsError, match=r"u.csv:1: header: missing column\(s\) user, client_id, ip"
     ):
-        read_usage([path], fmt=UsageFormat.generic)
+        read_usage([path], fmt="generic")
 
 
 def test_snapshots_round_trip_and_bad_lines_are_named(tmp_path: Path) -> None:

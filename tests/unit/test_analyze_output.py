@@ -329,12 +329,15 @@ def test_collect_on_a_closed_jmx_port_says_what_to_check(
 
 
 def test_a_live_cluster_without_a_profile_takes_its_name_from_the_usage(tmp_path: Path) -> None:
-    from quotaform.analytics.jobs import Command
-    from quotaform.app.analyze import AnalyzeCommandRequest, UsageOptions, _live_cluster_name
+    from quotaform.analytics.request import AnalyzeRequest, Command
+    from quotaform.analytics.sources.base import ReadOptions
+    from quotaform.analytics.usage import LabelMap
+    from quotaform.app.analyze import AnalyzeCommandRequest, _live_cluster_name
 
     def name(paths: tuple[Path, ...], default: str | None = None) -> str:
-        usage = UsageOptions(paths, default_cluster=default)
-        return _live_cluster_name(AnalyzeCommandRequest(Command.utilisation, usage, tmp_path))
+        read = ReadOptions(labels=LabelMap(default_cluster=default), cluster=default)
+        analysis = AnalyzeRequest(Command.utilisation, tmp_path, usage=paths, read=read)
+        return _live_cluster_name(AnalyzeCommandRequest(analysis))
 
     assert name((FIXTURES / "usage.jsonl",)) == "prod-eu"  # the one cluster it names
     assert name((FIXTURES / "usage.jsonl",), "analytics-demo") == "analytics-demo"
@@ -360,7 +363,11 @@ def test_collect_takes_durations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 
     seen = []
 
-    monkeypatch.setattr(cli_analyze, "run_collect", lambda r: seen.append(r) or 0)
+    from quotaform.analytics.sources.collector import Collected
+
+    monkeypatch.setattr(
+        cli_analyze, "run_collect", lambda r: seen.append(r) or Collected(0, "1", False)
+    )
     code, output = _analyze(
         "collect", "--jmx-port", "9999", "--out", str(tmp_path / "u.jsonl"),
         "--cluster-name", "demo", "--seconds", "30s", "--interval", "2s",

@@ -32,7 +32,9 @@ from quotaform.analytics.local import aggregate, reader
 from quotaform.analytics.local.checks import METRIC_CODES
 from quotaform.analytics.local.reader import CodedUsage, read_coded_usage
 from quotaform.analytics.model import USAGE_COLUMNS, UsageRow
-from quotaform.analytics.usage import Rejections, one_per_series_time, read_usage
+from quotaform.analytics.sources.base import ReadOptions
+from quotaform.analytics.sources.registry import read_usage
+from quotaform.analytics.usage import Rejections, one_per_series_time
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.keys import QUOTA_KEYS
@@ -60,7 +62,7 @@ def old_read(
 ) -> tuple[list[UsageRow], Rejections]:
     """What ``analyze --engine python`` read before the local engine:
     ``read_usage``, the time range, then rows of unconfigured clusters refused."""
-    rows, rejected = read_usage(paths, **options)
+    rows, rejected = read_usage(paths, options=ReadOptions(**options))
     rows = [
         r
         for r in rows
@@ -116,7 +118,10 @@ def assert_same_reading(
     paths: Sequence[Path], clusters: Sequence[str], **options: Any
 ) -> CodedUsage:
     rows, old = old_read(paths, clusters, **options)
-    usage, new = read_coded_usage(paths, clusters=clusters, **options)
+    read = {k: options.pop(k) for k in ("since", "until") if k in options}
+    usage, new = read_coded_usage(
+        paths, clusters=clusters, options=ReadOptions(**options), **read
+    )
     assert decoded(usage) == as_tuples(rows)
     assert (new.count, dict(new.by_reason), dict(new.skipped), new.duplicates) == (
         old.count,
@@ -459,12 +464,12 @@ def test_analyze_on_the_local_engine_writes_what_the_python_engine_computed(
         result = run_analysis(
             AnalyzeRequest(
                 command=command,
-                configs=configs,
-                after=after,
-                usage=[FIXTURES / "usage.csv"],
+                usage=(FIXTURES / "usage.csv",),
                 out=tmp_path / command.value,
                 engine=Engine.python,
-            )
+            ),
+            configs,
+            after=after,
         )
         assert result.engine is Engine.python
         assert pq.read_table(result.table).to_pylist() == rows_wanted, command
@@ -473,11 +478,11 @@ def test_analyze_on_the_local_engine_writes_what_the_python_engine_computed(
     util_run = run_analysis(
         AnalyzeRequest(
             command=Command.utilisation,
-            configs=configs,
-            usage=[FIXTURES / "usage.csv"],
+            usage=(FIXTURES / "usage.csv",),
             out=tmp_path / "again",
             engine=Engine.python,
-        )
+        ),
+        configs,
     )
     assert util_run.extra["groups"] == len(util)
     assert [s.title for s in util_run.series] and all(s.points for s in util_run.series)
@@ -508,11 +513,11 @@ def test_a_usage_file_without_one_usable_row_is_an_error_not_an_empty_table(
         run_analysis(
             AnalyzeRequest(
                 command=Command.utilisation,
-                configs=read_snapshot(FIXTURES / "snapshot.jsonl"),
-                usage=[path],
+                usage=(path,),
                 out=tmp_path / "out",
                 engine=Engine.python,
-            )
+            ),
+            read_snapshot(FIXTURES / "snapshot.jsonl"),
         )
     assert str(caught.value) == (
         "no usable usage row: 1 rejected (timestamp: 1); first: "
@@ -524,8 +529,7 @@ def test_a_usage_file_without_one_usable_row_is_an_error_not_an_empty_table(
 def test_auto_stays_local_below_a_gibibyte_of_parquet(tmp_path: Path) -> None:
     request = AnalyzeRequest(
         command=Command.utilisation,
-        configs=[],
-        usage=[FIXTURES / "usage.csv"],
+        usage=(FIXTURES / "usage.csv",),
         out=tmp_path,
     )
     assert choose_engine(request) is Engine.python

@@ -14,7 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from quotaform.analytics.exporters import KRAFT_RULES, OLD_RULES_NOTE, STRIMZI_RULES
-from quotaform.analytics.usage import LabelMap, read_usage, usage_problem
+from quotaform.analytics.sources.base import ReadOptions
+from quotaform.analytics.sources.registry import read_usage
+from quotaform.analytics.usage import LabelMap, usage_problem
 from quotaform.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +29,9 @@ ALICE, BOB, CAROL, EMPTY = ("alice", "alice-app"), ("bob", ""), ("", "carol-app"
 
 
 def _groups(name: str) -> tuple[dict[str, set[tuple[str, str]]], str | None, list[str]]:
-    rows, rejected = read_usage([RECORDED / f"{name}.json"], labels=LabelMap(default_cluster="c"))
+    rows, rejected = read_usage(
+        [RECORDED / f"{name}.json"], options=ReadOptions(labels=LabelMap(default_cluster="c"))
+    )
     groups: dict[str, set[tuple[str, str]]] = {}
     for row in rows:
         groups.setdefault(row.metric, set()).add((row.user, row.client_id))

@@ -34,7 +34,9 @@ from quotaform.analytics.prometheus_api import (
     redact_url,
     split_range,
 )
-from quotaform.analytics.usage import LabelMap, read_usage, usage_problem
+from quotaform.analytics.sources.base import ReadOptions
+from quotaform.analytics.sources.registry import read_usage
+from quotaform.analytics.usage import LabelMap, usage_problem
 from quotaform.cli.app import app
 from quotaform.errors import AnalyticsError
 
@@ -215,7 +217,8 @@ def test_series_without_a_name_need_metric(tmp_path: Path) -> None:
     assert rows == []
     problem = usage_problem(0, rejected, LabelMap())
     assert problem is not None and "--metric NAME" in problem
-    rows, rejected = read_usage([path], labels=LabelMap(metric="produce-byte-rate"))
+    labels = LabelMap(metric="produce-byte-rate")
+    rows, rejected = read_usage([path], options=ReadOptions(labels=labels))
     assert [(r.metric, r.user) for r in rows] == [("produce-byte-rate", "alice")] * 3
     assert usage_problem(len(rows), rejected, LabelMap()) is None
 
@@ -316,11 +319,11 @@ def test_no_cluster_label_is_an_error_saying_what_to_do(tmp_path: Path) -> None:
         run_analysis(
             AnalyzeRequest(
                 command=Command.utilisation,
-                configs=configs,
-                usage=[path],
+                usage=(path,),
                 out=tmp_path / "out",
                 engine=Engine.python,
-            )
+            ),
+            configs,
         )
     assert str(caught.value) == (
         "no usable usage row: 3 row(s) have no 'cluster' label (or name an unconfigured "

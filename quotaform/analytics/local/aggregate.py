@@ -32,7 +32,9 @@ from quotaform.analytics.local.reader import CodedUsage
 from quotaform.analytics.model import (
     COLUMN_TYPES,
     DEFAULT_ALIGN_S,
+    GROUP_COLUMNS,
     PERCENTILES,
+    RANKING,
     UTILISATION_COLUMNS,
     align_micros,
 )
@@ -65,7 +67,7 @@ def arrow_schema(columns: Sequence[str]) -> pa.Schema:
 
 
 #: The columns a group is ordered by (``ip`` as ``""`` when none).
-_ORDER = ("cluster", "broker", "user", "client_id", "_ip", "quota_key")
+_ORDER = tuple("_ip" if c == "ip" else c for c in GROUP_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -448,8 +450,15 @@ def utilisation(
     )
     quota = quota_value.to_numpy(zero_copy_only=False)
     limited = ~np.isnan(quota)  # quota_value is null when unlimited
-    c50, c95, c99 = cluster.quantiles
-    summed = cluster.samples > 0
+    # On one broker: its own figures (model.ONE_BROKER_FIGURES).
+    single = cluster.brokers == 1
+    c50, c95, c99 = (
+        np.where(single, own, summed_q)
+        for own, summed_q in zip((p50, p95, p99), cluster.quantiles, strict=True)
+    )
+    cluster_samples = np.where(single, samples, cluster.samples)
+    cluster_max = np.where(single, maxima, cluster.maxima)
+    summed = cluster_samples > 0
     ceiling = quota * _enforcing(quota_key, cluster.brokers)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = p99 / np.where(limited, quota, 1.0)
@@ -475,11 +484,11 @@ def utilisation(
         "throttled_share": _nullable(share, throttles > 0, double),
         "censored": pa.array(over > 0),
         "brokers_observed": pa.array(cluster.brokers.astype(np.int32)),
-        "cluster_samples": pa.array(cluster.samples.astype(np.int64)),
+        "cluster_samples": pa.array(cluster_samples.astype(np.int64)),
         "cluster_p50": _nullable(c50, summed, double),
         "cluster_p95": _nullable(c95, summed, double),
         "cluster_p99": _nullable(c99, summed, double),
-        "cluster_max": _nullable(cluster.maxima, summed, double),
+        "cluster_max": _nullable(cluster_max, summed, double),
         "cluster_ceiling": _nullable(ceiling, limited, double),
         "cluster_utilisation_p99": _nullable(cluster_ratio, summed & limited, double),
     }
@@ -493,20 +502,20 @@ def utilisation(
     )
 
 
-def ranked_order(table: pa.Table) -> np.ndarray:
-    """Row indices of a utilisation table, most loaded first: by
-    ``utilisation_p99`` descending (unlimited last), then by group, as the
-    reports rank them."""
-    load = pc.fill_null(table.column("utilisation_p99"), -1.0)
-    keyed = pa.table(
-        {
-            "_load": load,
-            **{c: table.column(c) for c in _ORDER if c != "_ip"},
-            "_ip": pc.fill_null(table.column("ip"), ""),
-        }
-    )
-    keys = [("_load", "descending"), *((c, "ascending") for c in _ORDER)]
-    return pc.sort_indices(keyed, sort_keys=keys).to_numpy(zero_copy_only=False)
+def ranked_order(table: pa.Table, command: str = "utilisation") -> np.ndarray:
+    """Row indices of a table in :data:`~quotaform.analytics.model.RANKING`'s
+    order (a descending column's nulls last, an ascending one's first)."""
+    columns: dict[str, pa.Array] = {}
+    keys: list[tuple[str, str]] = []
+    for column, descending in RANKING[command]:
+        values = table.column(column)
+        if descending:
+            columns[f"_null_{column}"] = pc.is_null(values)
+            keys.append((f"_null_{column}", "ascending"))
+        columns[column] = values
+        keys.append((column, "descending" if descending else "ascending"))
+    ordered = pc.sort_indices(pa.table(columns), sort_keys=keys, null_placement="at_start")
+    return ordered.to_numpy(zero_copy_only=False)
 
 
 def sample_points(

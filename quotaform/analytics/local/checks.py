@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from quotaform.analytics.model import SERIES_COLUMNS
 from quotaform.analytics.usage import parse_timestamp, parse_value
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
@@ -229,8 +230,7 @@ def check_batch(batch: pa.RecordBatch) -> CheckedBatch | None:
     """
     rows = batch.num_rows
     cluster, broker, metric, user, client_id, ip = (
-        coded(_column(batch, name), rows)
-        for name in ("cluster", "broker", "metric", "user", "client_id", "ip")
+        coded(_column(batch, name), rows) for name in SERIES_COLUMNS
     )
     if user is None or client_id is None or ip is None:
         return None

@@ -1,19 +1,19 @@
 """Usage files into :class:`CodedUsage`: integer-coded series with a time and
 a value per sample, and the rows that could not be used.
 
-Parquet is streamed by record batches with only the usage columns; CSV and
-JSON Lines by Arrow's streaming readers; every batch is checked as columns
-(:func:`~quotaform.analytics.local.checks.check_batch`). Prometheus
-``query_range`` and JmxTool files go through the streaming Python parsers of
-:mod:`quotaform.analytics.usage` and ``check_row``, in chunks fed into the
-same arrays. A CSV or JSON Lines file Arrow cannot read as a table (a short
-row, a line that is not a JSON object, ``NaN`` literals, a column whose type
-changes) is read again by those Python readers, so its rows are checked
-and named as before.
+Each file is read by its source (:mod:`quotaform.analytics.sources`): the
+generic layout's normalised Arrow record batches (Parquet streamed with only
+the usage columns, CSV and JSON Lines by Arrow's streaming readers) are
+checked as columns (:func:`~quotaform.analytics.local.checks.check_batch`);
+other sources' records (Prometheus ``query_range``, JmxTool) go through
+``check_row`` in chunks fed into the same arrays. A CSV or JSON Lines file
+Arrow cannot read as a table (a short row, a line that is not a JSON
+object, ``NaN`` literals, a column whose type changes) is read again by its
+source's records, so its rows are checked and named as before.
 
 Rejected rows are counted by reason and the first
 :data:`~quotaform.analytics.usage.EXAMPLES_KEPT` named ``file:row: field:
-message`` in file order, as :func:`quotaform.analytics.usage.read_usage`
+message`` in file order, as :func:`quotaform.analytics.sources.registry.read_usage`
 names them (the message comes from ``check_row`` itself); rows of clusters
 without a configuration are counted after the time filter, as ``analyze``
 always counted them.
@@ -21,9 +21,8 @@ always counted them.
 
 from __future__ import annotations
 
-import csv
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,35 +41,19 @@ from quotaform.analytics.local.checks import (
     check_batch,
     coded,
 )
-from quotaform.analytics.model import USAGE_COLUMNS
-from quotaform.analytics.usage import (
-    EXAMPLES_KEPT,
-    LabelMap,
-    Rejections,
-    UsageFormat,
-    check_csv_header,
-    check_row,
-    detect_format,
-    generic_records,
-    jmxtool_rows,
-    prometheus_rows,
-    usage_files,
-)
-from quotaform.errors import AnalyticsError, InputError
+from quotaform.analytics.model import SERIES_COLUMNS, USAGE_COLUMNS
+from quotaform.analytics.sources import generic
+from quotaform.analytics.sources.base import ReadOptions, Records, Source
+from quotaform.analytics.sources.generic import BATCH_ROWS, FallBack, first_row
+from quotaform.analytics.sources.registry import AUTO, usage_inputs
+from quotaform.analytics.sources.text import OPEN
+from quotaform.analytics.usage import EXAMPLES_KEPT, Rejections, check_row
+from quotaform.errors import AnalyticsError
 from quotaform.inputs.files import open_input
-from quotaform.inputs.jsondoc import scan_json_lines
-from quotaform.inputs.limits import LIMITS, MAX_LINE_BYTES, Limits
 
 __all__ = ["BATCH_ROWS", "CodedUsage", "read_coded_usage"]
 
-#: Rows per record batch read (and per chunk of the Python parsers): large
-#: enough that merging each batch's codes into the run's stays cheap, small
-#: enough to bound the memory of one batch (~100 MiB).
-BATCH_ROWS = 1 << 20
-_BLOCK_BYTES = 64 << 20
-#: How the readers open a usage file: its size was judged by ``usage_files``.
-_OPEN = Limits("usage file", 1 << 62)
-_TEXT = ("cluster", "broker", "user", "client_id", "ip")
+_TEXT = tuple(c for c in SERIES_COLUMNS if c != "metric")
 #: The bits a packed key may use (tests lower it to exercise the paired keys).
 _KEY_BITS = 63
 _LOW31 = (1 << 31) - 1
@@ -412,87 +395,7 @@ def _joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
-# ----------------------------------------------------------------- Arrow readers
-
-
-def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    import pyarrow.parquet as pq
-
-    # Judged by the reading layer (a regular file), then read by Arrow's own
-    # file reader: through a Python file object every read would hold the GIL.
-    open_input(path, _OPEN)[0].close()
-    schema = pq.read_schema(path)
-    text = [
-        c for c in (*_TEXT, "metric") if c in schema.names and schema.field(c).type == pa.string()
-    ]
-    # Text columns stay dictionary-encoded as Parquet stores them: codes, not strings.
-    file = pq.ParquetFile(path, read_dictionary=text)
-    columns = [c for c in USAGE_COLUMNS if c in schema.names]
-    yield from file.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-
-
-def _csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    import pyarrow.csv as pacsv
-
-    fh, _ = open_input(path, _OPEN)
-    with fh:
-        first = fh.readline(MAX_LINE_BYTES + 1)
-    if len(first) > MAX_LINE_BYTES:
-        raise AnalyticsError(
-            f"{path}:1: header: longer than {MAX_LINE_BYTES // 1024} KiB: not a usage header"
-        )
-    try:
-        header = next(csv.reader([first.decode("utf-8", errors="replace")]), [])
-    except csv.Error as exc:
-        raise AnalyticsError(f"{path}:1: header: not CSV ({exc})") from None
-    check_csv_header(path, header)
-    reader = pacsv.open_csv(
-        path,
-        read_options=pacsv.ReadOptions(block_size=_BLOCK_BYTES),
-        parse_options=pacsv.ParseOptions(newlines_in_values=True),
-        convert_options=pacsv.ConvertOptions(
-            column_types={c: pa.string() for c in header},
-            include_columns=list(USAGE_COLUMNS),
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-        ),
-    )
-    yield from reader
-
-
-def _jsonl_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    import pyarrow.json as pajson
-
-    # Arrow's JSON parser recurses per level on the C stack (a segmentation
-    # fault at 100,000): a file with a line nested too deeply is left to the
-    # Python reader, which names that line among the rejected rows.
-    fh, _ = open_input(path, _OPEN)
-    with fh:
-        try:
-            scan_json_lines(fh, str(path), LIMITS["usage"])
-        except InputError as exc:
-            raise _PythonReader(str(exc)) from None
-    text = ("cluster", "broker", "timestamp", "metric", "user", "client_id", "ip")
-    # Only the usage columns: a field Arrow had to infer is a column more,
-    # and lines naming a million distinct fields took it past 2 GiB. A value
-    # written as text ("NaN") makes Arrow refuse the file: the Python reader
-    # reads it.
-    reader = pajson.open_json(
-        path,
-        read_options=pajson.ReadOptions(block_size=_BLOCK_BYTES),
-        parse_options=pajson.ParseOptions(
-            explicit_schema=pa.schema(
-                [*((c, pa.string()) for c in text), ("value", pa.float64())]
-            ),
-            unexpected_field_behavior="ignore",
-        ),
-    )
-    yield from reader
-
-
-class _PythonReader(Exception):
-    """A file Arrow must not read (it would crash): read it with the Python
-    reader, which judges it row by row."""
+# ----------------------------------------------------------------- Arrow batches
 
 
 def _jsonl_line_numbers(path: Path, records: Sequence[int]) -> dict[int, int]:
@@ -501,7 +404,7 @@ def _jsonl_line_numbers(path: Path, records: Sequence[int]) -> dict[int, int]:
     wanted = set(records)
     found: dict[int, int] = {}
     index = 0
-    fh, _ = open_input(path, _OPEN)
+    fh, _ = open_input(path, OPEN)
     with fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
@@ -514,16 +417,17 @@ def _jsonl_line_numbers(path: Path, records: Sequence[int]) -> dict[int, int]:
     return found
 
 
-def _arrow_file(path: Path, kind: str, builder: _Builder, rejected: Rejections) -> None:
-    """One Parquet, CSV or JSON Lines file through Arrow.
+def _arrow_file(path: Path, source: Source, builder: _Builder, rejected: Rejections) -> None:
+    """One file through its source's Arrow batches, checked as columns.
 
     Raises:
-        pa.ArrowInvalid: Arrow cannot read it as a table (the caller reads it
-            with the Python reader instead).
+        pa.ArrowInvalid, FallBack: Arrow cannot read it as a table (the
+            caller reads it with the source's records instead).
     """
-    batches = {"parquet": _parquet_batches, "csv": _csv_batches, "json": _jsonl_batches}[kind]
+    assert source.arrow is not None
+    kind = generic.layout(path)
     offset = 0
-    for batch in batches(path):
+    for batch in source.arrow(path, rejected):
         checked = check_batch(batch)
         if checked is None:
             _python_records(_records_of(path, kind, batch, offset), builder, rejected)
@@ -535,9 +439,9 @@ def _arrow_file(path: Path, kind: str, builder: _Builder, rejected: Rejections) 
 
 def _records_of(
     path: Path, kind: str, batch: pa.RecordBatch, offset: int
-) -> Iterator[tuple[str, Mapping[str, Any] | str]]:
+) -> Records:
     """A batch's rows as the Python readers' ``(file:row, record)``."""
-    first = {"parquet": 1, "csv": 2, "json": 1}[kind]
+    first = first_row(kind)
     records = batch.to_pylist()
     numbers = (
         _jsonl_line_numbers(path, range(offset, offset + len(records)))
@@ -567,8 +471,7 @@ def _count_rejected(
             lines = _jsonl_line_numbers(path, [offset + int(i) for i in rows])
             numbers = [lines[offset + int(i)] for i in rows]
         else:
-            first = 1 if kind == "parquet" else 2
-            numbers = [offset + int(i) + first for i in rows]
+            numbers = [offset + int(i) + first_row(kind) for i in rows]
         for i, number in zip(rows, numbers, strict=True):
             record = batch.slice(int(i), 1).to_pylist()[0]
             reason = check_row(record)
@@ -585,12 +488,12 @@ def _count_rejected(
 
 
 def _python_records(
-    records: Iterable[tuple[str, Mapping[str, Any] | str]],
+    records: Records | Iterable[tuple[str, Mapping[str, Any] | str]],
     builder: _Builder,
     rejected: Rejections,
 ) -> None:
     """Records of the Python parsers, checked by ``check_row``, added in chunks."""
-    names = ("cluster", "broker", "timestamp", "metric", "user", "client_id", "ip", "value")
+    names = USAGE_COLUMNS
     iterator = iter(records)
     while True:
         chunk = list(itertools.islice(iterator, BATCH_ROWS))
@@ -612,55 +515,45 @@ def read_coded_usage(
     paths: Sequence[Path],
     *,
     clusters: Collection[str],
-    fmt: UsageFormat = UsageFormat.auto,
-    labels: LabelMap | None = None,
-    cluster: str | None = None,
-    broker: str | None = None,
+    fmt: str = AUTO,
+    options: ReadOptions | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    limits: Limits = LIMITS["usage"],
 ) -> tuple[CodedUsage, Rejections]:
     """Every usable row of every file with ``since <= timestamp < until`` of
     a cluster in ``clusters``, coded by series, and what was rejected or
-    skipped (as :func:`quotaform.analytics.usage.read_usage` and ``analyze``
-    count them).
+    skipped (as :func:`quotaform.analytics.sources.registry.read_usage` and
+    the Spark engine count them). Each file is read by its source
+    (:mod:`quotaform.analytics.sources`): its Arrow batches when it has them,
+    else its records.
 
     Args:
         clusters: the configured clusters; rows of others are rejected
             (``cluster``) after the time filter.
-        fmt, labels, cluster, broker: as :func:`~quotaform.analytics.usage.read_usage`.
+        fmt: a source's name, or ``auto`` (detected per file).
+        options: labels, the cluster and broker of JmxTool files, the
+            bounds of a usage file.
         since, until: the time range (naive times are UTC); ``None``: open.
-        limits: the bounds of a usage file (``--max-usage-size``).
 
     Raises:
         AnalyticsError: a file cannot be read at all (named), or rows were
             read but none of a configured cluster.
     """
+    options = options or ReadOptions()
     builder = _Builder(clusters, since, until)
     rejected = Rejections()
-    for path in usage_files(paths, rejected, limits=limits):
-        kind = detect_format(path) if fmt is UsageFormat.auto else fmt
-        rejected.read_file(path, kind.value)
-        if kind is UsageFormat.prometheus:
-            records = prometheus_rows(path, labels or LabelMap(), rejected)
-            _python_records(records, builder, rejected)
+    for path, source in usage_inputs(paths, rejected, fmt=fmt, limits=options.limits):
+        rejected.read_file(path, source.name)
+        if source.arrow is None:
+            _python_records(source.records(path, options, rejected), builder, rejected)
             continue
-        if kind is UsageFormat.jmxtool:
-            _python_records(
-                jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected),
-                builder,
-                rejected,
-            )
-            continue
-        arrow_kind = (
-            "parquet" if path.suffix == ".parquet" else "csv" if path.suffix == ".csv" else "json"
-        )
         mark, before = builder.mark(), deepcopy(rejected)
         try:
-            _arrow_file(path, arrow_kind, builder, rejected)
-        except (pa.ArrowException, OSError, UnicodeDecodeError, _PythonReader):
+            _arrow_file(path, source, builder, rejected)
+        except (pa.ArrowException, OSError, UnicodeDecodeError, FallBack):
             builder.restore(mark)
             rejected.count, rejected.by_reason = before.count, before.by_reason
             rejected.examples, rejected.skipped = before.examples, before.skipped
-            _python_records(generic_records(path), builder, rejected)
+            rejected.notes = before.notes
+            _python_records(source.records(path, options, rejected), builder, rejected)
     return builder.finish(rejected), rejected

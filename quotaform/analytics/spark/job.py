@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -38,25 +39,26 @@ from quotaform.analytics.configs import QuotaConfig, config_rows
 from quotaform.analytics.model import USAGE_COLUMNS
 from quotaform.analytics.paths import DataPath, name_of
 from quotaform.analytics.remote import TOKEN_ENV, redact_remote, remote_endpoint, scrub
+from quotaform.analytics.sources.base import ReadOptions, Source
+from quotaform.analytics.sources.registry import (
+    AUTO,
+    SUFFIXES,
+    detect,
+    source_named,
+    usage_inputs,
+)
+from quotaform.analytics.sources.schema import STAGED_SCHEMA
 from quotaform.analytics.spark import transforms
 from quotaform.analytics.spark.schemas import CONFIG_SCHEMA, USAGE_SCHEMA
-from quotaform.analytics.usage import (
-    EXAMPLES_KEPT,
-    LabelMap,
-    Rejections,
-    UsageFormat,
-    detect_format,
-    jmxtool_rows,
-    json_line_kind,
-    prometheus_rows,
-    usage_files,
-)
+from quotaform.analytics.spark.sources import LOCATION, file_key, generic_frames, row_numbers
+from quotaform.analytics.usage import EXAMPLES_KEPT, Rejections
 from quotaform.errors import AnalyticsError
-from quotaform.inputs.limits import LIMITS, Limits
+from quotaform.inputs.limits import Limits
 from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
 __all__ = [
+    "checked",
     "config_frame",
     "read_usage_counted",
     "session_target",
@@ -346,10 +348,13 @@ def config_frame(spark: SparkSession, configs: Sequence[QuotaConfig]) -> DataFra
     return spark.createDataFrame(config_rows(configs), CONFIG_SCHEMA)
 
 
-def _checked(frame: DataFrame, where: Any, known: Sequence[str] | None = None) -> DataFrame:
+def checked(frame: DataFrame, known: Sequence[str] | None = None) -> DataFrame:
     """Every row typed as USAGE_SCHEMA plus ``_reason`` (why it cannot be
-    used, null when it can) and ``_where``: :func:`quotaform.analytics.usage.check_row`
-    as columns, and rows of clusters not in ``known`` refused."""
+    used, null when it can) and its :data:`~quotaform.analytics.spark.sources.LOCATION`:
+    :func:`quotaform.analytics.usage.check_row` as columns, and rows of
+    clusters not in ``known`` refused. Text and integer columns are read as
+    text, numbers as doubles (the rules of
+    :mod:`quotaform.analytics.sources.schema`)."""
     types = dict(frame.dtypes)
     text = {c: F.col(c).cast("string") for c in USAGE_COLUMNS}
     metrics = list(METRICS)
@@ -360,7 +365,7 @@ def _checked(frame: DataFrame, where: Any, known: Sequence[str] | None = None) -
         parsed_ts = F.col("timestamp").cast("timestamp")
     else:
         parsed_ts = F.when(ts_text.rlike(ISO_TIMESTAMP), F.try_to_timestamp(ts_text))
-    if types.get("value") in ("double", "float", "int", "bigint"):
+    if types.get("value") in _NUMBERS:
         value = F.col("value").cast("double")
     else:
         value = text["value"].try_cast("double")
@@ -426,53 +431,43 @@ def _checked(frame: DataFrame, where: Any, known: Sequence[str] | None = None) -
         ip.alias("ip"),
         value.alias("value"),
         reason.alias("_reason"),
-        where.alias("_where"),
+        *LOCATION,
     )
 
 
-def _with_columns(frame: DataFrame, path: str) -> DataFrame:
-    missing = [c for c in USAGE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise AnalyticsError(
-            f"{path}: missing column(s) {', '.join(missing)} (expected {', '.join(USAGE_COLUMNS)})"
-        )
-    return frame
-
-
-#: Prometheus and JmxTool rows as handed to Spark: text, checked like JSON Lines.
-_STAGED_SCHEMA = pa.schema([(c, pa.string()) for c in (*USAGE_COLUMNS, "_where")])
+#: Spark's numeric column types, read as doubles.
+_NUMBERS = ("double", "float", "int", "bigint", "smallint", "tinyint")
 #: Rows per Arrow batch of parsed (Prometheus, JmxTool) usage.
 _BATCH_ROWS = 50_000
-#: File name endings read as usage from a directory (as :func:`usage_files`).
-_DATA_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson", ".json")
 
 
 def _usage_inputs(
     spark: SparkSession,
     paths: Sequence[DataPath],
-    fmt: UsageFormat,
+    fmt: str,
     skipped: Rejections,
     limits: Limits,
-) -> list[tuple[DataPath, UsageFormat, bool]]:
-    """Each usage file as (where, layout, local?): local paths listed with
-    :func:`usage_files`, URIs listed by Spark (``binaryFile``, content not
-    read), in the order given. A ``*.json`` file that is neither a
-    ``query_range`` answer nor JSON Lines is left out of a directory (counted
-    in ``skipped``) and refused when named.
+) -> list[tuple[DataPath, Source, bool]]:
+    """Each usage file as (where, source, local?): local paths listed and
+    detected by :func:`~quotaform.analytics.sources.registry.usage_inputs`,
+    URIs listed by Spark (``binaryFile``, content not read) and detected by
+    the same :func:`~quotaform.analytics.sources.registry.detect`, their
+    first lines read through Spark when a source asks, in the order given.
 
     Raises:
-        AnalyticsError: as :func:`usage_files`, for URIs too.
+        AnalyticsError: as ``usage_inputs``, for URIs too.
     """
-    found: list[tuple[DataPath, UsageFormat, bool]] = []
+    found: list[tuple[DataPath, Source, bool]] = []
+    forced = None if fmt == AUTO else source_named(fmt)
     for given in paths:
         if isinstance(given, Path):
-            for path in usage_files([given], skipped, limits=limits):
-                found.append((path, detect_format(path) if fmt is UsageFormat.auto else fmt, True))
+            for path, source in usage_inputs([given], skipped, fmt=fmt, limits=limits):
+                found.append((path, source, True))
             continue
         listed = _listed(spark, given)
         for uri in listed:
-            kind = _uri_format(spark, uri)
-            if kind is None:
+            found_source = forced or detect(name_of(uri), functools.partial(_head, spark, uri))
+            if found_source is None:
                 if listed == [given]:
                     raise AnalyticsError(
                         f"{uri}: neither a Prometheus query_range answer nor JSON Lines usage rows"
@@ -481,7 +476,7 @@ def _usage_inputs(
                     f"{uri}: neither a Prometheus query_range answer nor JSON Lines"
                 ] += 1
                 continue
-            found.append((uri, kind if fmt is UsageFormat.auto else fmt, False))
+            found.append((uri, found_source, False))
     if not found:
         raise AnalyticsError(
             f"{', '.join(map(str, paths))}: no usage files (*.parquet, *.csv, *.jsonl, *.json)"
@@ -507,23 +502,16 @@ def _listed(spark: SparkSession, uri: str) -> list[str]:
     except Exception as exc:  # Spark's AnalysisException (PATH_NOT_FOUND) and kin
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise AnalyticsError(f"{uri}: cannot be listed by Spark ({first})") from None
-    files = sorted(str(r["path"]) for r in rows if str(r["path"]).endswith(_DATA_SUFFIXES))
+    files = sorted(str(r["path"]) for r in rows if str(r["path"]).endswith(SUFFIXES))
     if not files:
         raise AnalyticsError(f"{uri}: no usage files (*.parquet, *.csv, *.jsonl, *.json)")
     return files
 
 
-def _uri_format(spark: SparkSession, uri: str) -> UsageFormat | None:
-    """:func:`detect_format` for a URI: its first line read through Spark
-    (``None``: a ``*.json`` file that is not usage, :func:`json_line_kind`)."""
-    if uri.endswith(".json"):
-        head = spark.read.text(uri).limit(5).collect()
-        return json_line_kind("\n".join(str(r["value"]) for r in head))
-    if uri.endswith(".csv"):
-        first = spark.read.text(uri).first()
-        if first is not None and str(first["value"]).startswith('"time"'):
-            return UsageFormat.jmxtool
-    return UsageFormat.generic
+def _head(spark: SparkSession, uri: str) -> bytes:
+    """The first lines of a URI's text, read through Spark (for detection)."""
+    head = spark.read.text(uri).limit(5).collect()
+    return "\n".join(str(r["value"]) for r in head).encode("utf-8")
 
 
 @contextlib.contextmanager
@@ -561,16 +549,16 @@ def _record_batches(
     label: str,
     local: Path,
 ) -> list[pa.RecordBatch]:
-    """Parsed usage records as Arrow batches of :data:`_STAGED_SCHEMA`
-    (``_where`` naming ``label``, not the local copy); refusals counted in
-    ``rejected``."""
+    """Parsed usage records as Arrow batches of
+    :data:`~quotaform.analytics.sources.schema.STAGED_SCHEMA` (``_where``
+    naming ``label``, not the local copy); refusals counted in ``rejected``."""
     copy = str(local)
     batches: list[pa.RecordBatch] = []
-    columns: dict[str, list[str | None]] = {c: [] for c in _STAGED_SCHEMA.names}
+    columns: dict[str, list[str | None]] = {c: [] for c in STAGED_SCHEMA.names}
 
     def flush() -> None:
         if columns["_where"]:
-            batches.append(pa.RecordBatch.from_pydict(columns, schema=_STAGED_SCHEMA))
+            batches.append(pa.RecordBatch.from_pydict(columns, schema=STAGED_SCHEMA))
             for values in columns.values():
                 values.clear()
 
@@ -588,121 +576,104 @@ def _record_batches(
     return batches
 
 
+def _shown(where: DataPath) -> tuple[str, str]:
+    """``(file_key, name)`` of a usage file: how Spark names it, matched to
+    how the user gave it (a local file listed by Spark as ``file:/x`` is
+    shown ``file:///x``, as it is written)."""
+    if isinstance(where, Path):
+        return file_key(str(where.resolve())), str(where)
+    name = where
+    if name.startswith("file:/") and not name.startswith("file://"):
+        name = "file://" + name[len("file:") :]
+    return file_key(where), name
+
+
 def read_usage_counted(
     spark: SparkSession,
     paths: Sequence[DataPath],
     *,
-    fmt: UsageFormat = UsageFormat.auto,
-    labels: LabelMap | None = None,
-    cluster: str | None = None,
-    broker: str | None = None,
+    fmt: str = AUTO,
+    options: ReadOptions | None = None,
     known: Sequence[str] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    limits: Limits = LIMITS["usage"],
 ) -> tuple[DataFrame, Rejections, int]:
     """The usable usage rows with ``since <= timestamp < until`` as a
     DataFrame (USAGE_SCHEMA), what was rejected, and how many rows are usable
     (counted in the same pass as the rejections: one scan of the input).
 
     ``paths`` are local paths or Hadoop URIs (``file:///``, ``hdfs://``,
-    ``s3a://``; a URI directory is listed by Spark, recursively). Generic
-    files (Parquet, CSV, JSON Lines) are read by Spark in parallel, where
-    they are. Prometheus and JmxTool files are parsed on the driver (a URI's
+    ``s3a://``; a URI directory is listed by Spark, recursively). Each file
+    is read by its source (:mod:`quotaform.analytics.sources`): a source
+    that reads in place (generic files) through its Spark half
+    (:mod:`quotaform.analytics.spark.sources`), in parallel, where the files
+    are; the others (Prometheus, JmxTool) parsed on the driver (a URI's
     text fetched through Spark first) and handed to Spark as Arrow batches,
     so the same code runs in local mode, on a cluster and over Spark Connect.
     Every row is checked once (rows of clusters not in ``known`` are rejected
-    too); the checked rows are counted by reason in one pass, and the first
-    rejected ones named by file and row. The returned DataFrame is cached when
-    any input is text (unpersist it when done); Parquet alone is read again by
-    each action.
+    too); the checked rows are counted by reason in one pass, usable rows
+    outside the time range counted as such, and the first rejected ones
+    named ``file:row`` as the local engine names them. The returned
+    DataFrame is cached when any input is text (unpersist it when done);
+    Parquet alone is read again by each action.
 
     Raises:
         AnalyticsError: a path that does not exist or holds no usage file, a
             generic file without the usage columns.
     """
+    options = options or ReadOptions()
     rejected = Rejections()
-    frames: list[DataFrame] = []
-    bad: list[DataFrame] = []
-    generic: dict[str, list[str]] = {"parquet": [], "csv": [], "json": []}
+    shown: dict[str, str] = {}
+    in_place: list[str] = []
     parsed: list[pa.RecordBatch] = []
-    for where, kind, local in _usage_inputs(spark, paths, fmt, rejected, limits):
-        rejected.read_file(where, kind.value)
-        if kind in (UsageFormat.prometheus, UsageFormat.jmxtool):
-            with _local_copy(spark, where, local) as path:
-                records = (
-                    prometheus_rows(path, labels or LabelMap(), rejected)
-                    if kind is UsageFormat.prometheus
-                    else jmxtool_rows(path, cluster=cluster, broker=broker, skipped=rejected)
-                )
-                parsed += _record_batches(records, rejected, label=str(where), local=path)
-        elif name_of(where).endswith(".parquet"):
-            generic["parquet"].append(str(where))
-        elif name_of(where).endswith(".csv"):
-            generic["csv"].append(str(where))
-        else:
-            generic["json"].append(str(where))
+    for where, source, local in _usage_inputs(spark, paths, fmt, rejected, options.limits):
+        rejected.read_file(where, source.name)
+        if source.spark is not None:
+            key, name = _shown(where)
+            shown[key] = name
+            in_place.append(str(Path(where).resolve()) if isinstance(where, Path) else where)
+            continue
+        with _local_copy(spark, where, local) as path:
+            records = source.records(path, options, rejected)
+            parsed += _record_batches(records, rejected, label=str(where), local=path)
+    generic = generic_frames(spark, in_place, rejected) if in_place else None
+    frames = list(generic.frames) if generic else []
+    bad = list(generic.bad) if generic else []
     if parsed:
-        table = pa.Table.from_batches(parsed, schema=_STAGED_SCHEMA)
-        frames.append(spark.createDataFrame(table))
-    row_id = F.concat(F.input_file_name(), F.lit(" row "), F.monotonically_increasing_id())
-    if generic["parquet"]:
-        frame = _with_columns(
-            spark.read.parquet(*generic["parquet"]), ", ".join(generic["parquet"])
-        )
-        frames.append(frame.select(*USAGE_COLUMNS).withColumn("_where", row_id))
-    if generic["csv"]:
-        frame = spark.read.option("header", True).option("mode", "PERMISSIVE").csv(generic["csv"])
+        staged = spark.createDataFrame(pa.Table.from_batches(parsed, schema=STAGED_SCHEMA))
         frames.append(
-            _with_columns(frame, ", ".join(generic["csv"]))
-            .select(*USAGE_COLUMNS)
-            .withColumn("_where", row_id)
-        )
-    if generic["json"]:
-        frame = (
-            spark.read.option("allowNonNumericNumbers", True)
-            .option("mode", "PERMISSIVE")
-            .option("primitivesAsString", True)
-            .json(generic["json"])
-        )
-        if "_corrupt_record" in frame.columns:
-            corrupt = frame.where(F.col("_corrupt_record").isNotNull())
-            bad.append(
-                corrupt.select(row_id.alias("_where"), F.lit("line: not JSON").alias("_reason"))
+            staged.select(
+                *USAGE_COLUMNS,
+                F.col("_where").alias("_file"),
+                F.lit(None).cast("long").alias("_block"),
+                F.lit(None).cast("long").alias("_id"),
             )
-            frame = frame.where(F.col("_corrupt_record").isNull())
-        if "_where" not in frame.columns:
-            frame = frame.withColumn("_where", row_id)
-        for column in USAGE_COLUMNS:
-            if column not in frame.columns:
-                frame = frame.withColumn(column, F.lit(None).cast("string"))
-        frames.append(frame.select(*USAGE_COLUMNS, "_where"))
+        )
     if not frames:
         return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
 
-    def check_all(with_where: bool) -> DataFrame:
-        parts = [_checked(f, F.col("_where"), known) for f in frames]
+    def check_all(located: bool) -> DataFrame:
+        parts = [checked(f, known) for f in frames]
         merged = parts[0]
         for part in parts[1:]:
             merged = merged.unionByName(part)
-        return merged if with_where else merged.drop("_where")
+        return merged if located else merged.drop(*LOCATION)
 
     # Text (CSV, JSON Lines, staged Prometheus/JmxTool) is parsed once: the
-    # checked rows are cached, without their file/row label (a string per
-    # row). Parquet alone is scanned again instead: building the in-memory
-    # cache of 10M rows took 13 s, a scan and check of them 2 s
-    # (benchmarks/README.md). The first rejected rows are found again,
-    # labelled, only if any.
-    checked = check_all(False)
-    if generic["csv"] or generic["json"] or parsed:
-        checked = checked.cache()
+    # checked rows are cached, without their location. Parquet alone is
+    # scanned again instead: building the in-memory cache of 10M rows took
+    # 13 s, a scan and check of them 2 s (benchmarks/README.md). The first
+    # rejected rows are found again, located, only if any.
+    rows = check_all(False)
+    if any(not w.endswith(".parquet") for w in in_place) or parsed:
+        rows = rows.cache()
     window = F.lit(True)
     if since is not None:
         window = window & (F.col("timestamp") >= F.lit(since))
     if until is not None:
         window = window & (F.col("timestamp") < F.lit(until))
     counts = (
-        checked.groupBy(F.split("_reason", ":")[0].alias("kind"))
+        rows.groupBy(F.split("_reason", ":")[0].alias("kind"))
         .agg(F.count("*").alias("count"), F.count(F.when(window, 1)).alias("in_range"))
         .collect()
     )
@@ -713,20 +684,24 @@ def read_usage_counted(
             rejected.by_reason[str(row["kind"])] += int(row["count"])
         else:
             usable = int(row["in_range"])
-    failed_parts = [f for f in bad]
+            rejected.outside_range += int(row["count"]) - usable
+    failed = [f for f in bad]
     if rejected.count:
-        failed_parts.insert(
-            0, check_all(True).where(F.col("_reason").isNotNull()).select("_where", "_reason")
-        )
+        failed.insert(0, check_all(True).where(F.col("_reason").isNotNull()))
     for extra in bad:
         for row in extra.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect():
             rejected.count += int(row["count"])
             rejected.by_reason[str(row["kind"])] += int(row["count"])
-    for part in failed_parts:
-        for row in part.limit(EXAMPLES_KEPT).collect():
-            if len(rejected.examples) < EXAMPLES_KEPT:
-                rejected.examples.append(f"{row['_where']}: {row['_reason']}")
-    usage = in_range(checked.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS), since, until)
+    if failed:
+        first = failed[0].select(*LOCATION, "_reason")
+        for part in failed[1:]:
+            first = first.unionByName(part.select(*LOCATION, "_reason"))
+        examples = first.orderBy(*LOCATION).limit(EXAMPLES_KEPT - len(rejected.examples)).collect()
+        located = generic.located if generic else []
+        names = row_numbers(located, [r.asDict() for r in examples], shown)
+        for name, row in zip(names, examples, strict=True):
+            rejected.examples.append(f"{name}: {row['_reason']}")
+    usage = in_range(rows.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS), since, until)
     usage, duplicates = _one_of_each(usage)
     rejected.duplicates += duplicates
     return usage, rejected, usable - duplicates

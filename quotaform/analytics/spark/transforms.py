@@ -31,11 +31,16 @@ from pyspark.sql.window import Window
 
 from quotaform.analytics.model import (
     CENSORED_NOTE,
+    CLUSTER_GROUP_COLUMNS,
     CLUSTER_SUMS,
     DEFAULT_ALIGN_S,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
+    GROUP_COLUMNS,
+    IMPACT_COLUMNS,
+    ONE_BROKER_FIGURES,
     PERCENTILES,
+    UTILISATION_COLUMNS,
     align_micros,
 )
 from quotaform.analytics.spark import columns
@@ -203,6 +208,17 @@ def _client_principals(groups: DataFrame) -> DataFrame:
     )
 
 
+def _ip_requests(groups: DataFrame) -> DataFrame:
+    """The ip groups of ``groups`` as lookups of the ip levels (no principal)."""
+    return (
+        groups.where(_is_ip_key())
+        .withColumn("p_user", _null())
+        .withColumn("p_client", _null())
+        .withColumn("p_ip", F.col("ip"))
+        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
+    )
+
+
 def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     """The quota each observed group is held to, from its tags (the broker's
     step 2, :data:`LOOKUP_BY_TAGS`); ip groups by ``{ip=a}`` then
@@ -215,18 +231,12 @@ def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     Returns:
         ``groups`` with ``quota_value`` (null = unlimited), ``level``, ``entity``.
     """
-    keys = ["cluster", "quota_key", "user", "client_id", "ip"]
+    keys = list(CLUSTER_GROUP_COLUMNS)
     distinct = groups.select(*keys).distinct()
     client = _client_principals(distinct).withColumn(
         "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
     )
-    ip = (
-        distinct.where(_is_ip_key())
-        .withColumn("p_user", _null())
-        .withColumn("p_client", _null())
-        .withColumn("p_ip", F.col("ip"))
-        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
-    )
+    ip = _ip_requests(distinct)
     found = _first_existing(client, config, keys, "client").unionByName(
         _first_existing(ip, config, keys, "ip")
     )
@@ -271,7 +281,7 @@ def _exact_percentile(values: Column, p: float) -> Column:
 
 
 #: A group over every broker.
-_CLUSTER_GROUP = ("cluster", "quota_key", "user", "client_id", "ip")
+_CLUSTER_GROUP = CLUSTER_GROUP_COLUMNS
 
 
 def _broker_means_summed(samples: Column) -> Column:
@@ -354,6 +364,17 @@ def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> Da
     )
 
 
+def _cluster_figure(name: str) -> Column:
+    """A cluster-wide figure of the joined ``r`` (per broker) and ``c``
+    (summed) rows: a group seen on one broker has its per-broker figures
+    (:data:`~quotaform.analytics.model.ONE_BROKER_FIGURES`)."""
+    same = ONE_BROKER_FIGURES.get(name)
+    if same is None:
+        return F.col(f"c.{name}")
+    single = F.col("c.brokers_observed") == 1
+    return F.when(single, F.col(f"r.{same}")).otherwise(F.col(f"c.{name}")).alias(name)
+
+
 def utilisation(
     usage: DataFrame, *, config: DataFrame, align_s: float = DEFAULT_ALIGN_S
 ) -> DataFrame:
@@ -364,7 +385,7 @@ def utilisation(
     figures over every broker (:func:`cluster_usage`, ``brokers_observed``
     and ``cluster_ceiling``). The columns of
     :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`."""
-    group = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
+    group = list(GROUP_COLUMNS)
     usage_key = _metric_map("usage")[F.col("metric")]
     throttle_key = _metric_map("throttle")[F.col("metric")]
     is_usage = usage_key.isNotNull()
@@ -406,29 +427,19 @@ def utilisation(
     r, c = resolved.alias("r"), cluster.alias("c")
     resolved = r.join(
         c, [F.col(f"r.{k}").eqNullSafe(F.col(f"c.{k}")) for k in _CLUSTER_GROUP], "left"
-    ).select(
-        "r.*",
-        *[F.col(f"c.{n}") for n in CLUSTER_SUMS],
-    )
+    ).select("r.*", *[_cluster_figure(n) for n in CLUSTER_SUMS])
     ceiling = F.col("quota_value") * columns.enforcing_nodes(
         F.col("quota_key"), F.col("brokers_observed")
     )
+    computed = {
+        "utilisation_p99": F.col("p99") / F.col("quota_value"),
+        "throttled_share": F.col("t_over") / F.col("t_samples"),
+        "censored": F.coalesce(F.col("t_over"), F.lit(0)) > 0,
+        "cluster_ceiling": ceiling,
+        "cluster_utilisation_p99": F.col("cluster_p99") / ceiling,
+    }
     return resolved.select(
-        *group,
-        "quota_value",
-        "level",
-        "entity",
-        "samples",
-        "p50",
-        "p95",
-        "p99",
-        "max",
-        (F.col("p99") / F.col("quota_value")).alias("utilisation_p99"),
-        (F.col("t_over") / F.col("t_samples")).alias("throttled_share"),
-        (F.coalesce(F.col("t_over"), F.lit(0)) > 0).alias("censored"),
-        *CLUSTER_SUMS,
-        ceiling.alias("cluster_ceiling"),
-        (F.col("cluster_p99") / ceiling).alias("cluster_utilisation_p99"),
+        *[computed[c].alias(c) if c in computed else F.col(c) for c in UTILISATION_COLUMNS]
     )
 
 
@@ -532,7 +543,7 @@ def impact(
     ``util`` whose quota, source or group changes under the configuration
     ``after``, with the throughput, demand cut and throttle times after it
     (the columns of :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
-    keys = ["cluster", "quota_key", "user", "client_id", "ip"]
+    keys = list(CLUSTER_GROUP_COLUMNS)
     groups = util.select(*keys).distinct()
     client = _client_principals(groups)
     resolved_client = _resolve_principals(client, after, keys)
@@ -548,13 +559,7 @@ def impact(
         ],
         F.coalesce(F.col("sp.split"), F.lit(False)).alias("split"),
     )
-    ip_req = (
-        groups.where(_is_ip_key())
-        .withColumn("p_user", _null())
-        .withColumn("p_client", _null())
-        .withColumn("p_ip", F.col("ip"))
-        .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
-    )
+    ip_req = _ip_requests(groups)
     resolved_ip = _first_existing(ip_req, after, keys, "ip").select(
         *keys,
         F.lit("").alias("tag_user"),
@@ -578,10 +583,7 @@ def impact(
     )
     tags_after = _tags_text(F.col("a.tag_user"), F.col("a.tag_client"), F.col("u.ip"))
     staged = rows.select(
-        *[
-            F.col(f"u.{k}").alias(k)
-            for k in ("cluster", "broker", "user", "client_id", "ip", "quota_key")
-        ],
+        *[F.col(f"u.{k}").alias(k) for k in GROUP_COLUMNS],
         F.col("u.quota_value").alias("quota_before"),
         F.col("a.found_value").alias("quota_after"),
         F.col("u.level").alias("level_before"),
@@ -607,11 +609,10 @@ def impact(
         | ~F.col("entity_before").eqNullSafe(F.col("entity_after"))
     )
     # The merged sum runs over every observed group, changed or not.
-    six = ["cluster", "broker", "user", "client_id", "ip", "quota_key"]
     all_rows = staged.withColumn("observed", observed).alias("s")
-    keep = changed.select(*six).alias("k")
+    keep = changed.select(*GROUP_COLUMNS).alias("k")
     with_observed = all_rows.join(
-        keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in six], "left_semi"
+        keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in GROUP_COLUMNS], "left_semi"
     )
     key, observed_col, quota_after = F.col("quota_key"), F.col("observed"), F.col("quota_after")
     size, source = columns.request_size(
@@ -623,38 +624,21 @@ def impact(
     size = F.col("request_bytes")
     predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size)
     nodes = columns.enforcing_nodes(key, F.col("brokers_observed"))
+    computed = {
+        "predicted_throttle_ms": predicted,
+        "newly_throttled": (predicted > 0) & ~F.col("throttled_before"),
+        "first_throttle_ms": columns.first_throttle_ms(
+            key, observed_col, quota_after, size, window_s=window_s
+        ),
+        "throughput_after": columns.throughput_after(
+            key, observed_col, quota_after, size, window_s=window_s
+        ),
+        "demand_cut": columns.demand_cut(observed_col, quota_after),
+        "cluster_ceiling_before": F.col("quota_before") * nodes,
+        "cluster_ceiling_after": quota_after * nodes,
+    }
     return with_observed.select(
-        "cluster",
-        "broker",
-        "user",
-        "client_id",
-        "ip",
-        "quota_key",
-        "quota_before",
-        "quota_after",
-        "level_before",
-        "level_after",
-        "entity_before",
-        "entity_after",
-        "group_change",
-        "tags_after",
-        "p99",
-        predicted.alias("predicted_throttle_ms"),
-        "throttled_before",
-        ((predicted > 0) & ~F.col("throttled_before")).alias("newly_throttled"),
-        columns.first_throttle_ms(key, observed_col, quota_after, size, window_s=window_s).alias(
-            "first_throttle_ms"
-        ),
-        columns.throughput_after(key, observed_col, quota_after, size, window_s=window_s).alias(
-            "throughput_after"
-        ),
-        columns.demand_cut(observed_col, quota_after).alias("demand_cut"),
-        "request_bytes",
-        "request_bytes_source",
-        "brokers_observed",
-        "cluster_p99",
-        (F.col("quota_before") * nodes).alias("cluster_ceiling_before"),
-        (quota_after * nodes).alias("cluster_ceiling_after"),
+        *[computed[c].alias(c) if c in computed else F.col(c) for c in IMPACT_COLUMNS]
     )
 
 
@@ -671,7 +655,7 @@ def recommend(
     """:func:`quotaform.analytics.engine.recommend` in Spark (the columns of
     :data:`~quotaform.analytics.model.RECOMMEND_COLUMNS`): a per-broker quota
     from the busiest broker, and what it allows across the group's brokers."""
-    group = ["cluster", "user", "client_id", "ip", "quota_key"]
+    group = list(CLUSTER_GROUP_COLUMNS)
     per_group = (
         util.where(F.col(quantile).isNotNull())
         .groupBy(*group)

@@ -1,0 +1,238 @@
+"""The Spark engine's run: the session, the sources' frames
+(:func:`quotaform.analytics.spark.job.read_usage_counted`), the transforms,
+the table written where ``--out`` says, and the summary's counts and plotted
+samples computed by Spark."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from quotaform.analytics.configs import QuotaConfig
+from quotaform.analytics.model import RANKING, SERIES_COLUMNS, TABLE_COLUMNS
+from quotaform.analytics.paths import DataPath, child
+from quotaform.analytics.request import AnalyzeRequest, Command, Engine
+from quotaform.analytics.results import (
+    BUCKETS,
+    PLOTTED,
+    TOP_ROWS,
+    AnalyzeResult,
+    UsageSeries,
+    in_bucket_order,
+    refuse_unusable,
+    say_matched,
+    series_of,
+    spread,
+)
+from quotaform.analytics.spark import job, transforms
+from quotaform.errors import AnalyticsError
+
+__all__ = ["for_server", "ranking", "run_spark", "table_rows", "write_texts"]
+
+
+def ranking(command: str) -> list[Column]:
+    """A command's :data:`~quotaform.analytics.model.RANKING` as Spark sort
+    columns."""
+    return [
+        F.col(c).desc_nulls_last() if descending else F.col(c).asc_nulls_first()
+        for c, descending in RANKING[command]
+    ]
+
+
+def run_spark(
+    request: AnalyzeRequest,
+    configs: Mapping[str, QuotaConfig],
+    after: Mapping[str, QuotaConfig],
+    say: Callable[[str], None],
+) -> AnalyzeResult:
+
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    spark = job.spark_session(request.master, remote=request.remote)
+    times["spark_start"] = time.perf_counter() - start
+    where = job.session_target(spark, request.remote)
+    say(f"Spark {spark.version} on {where} ({times['spark_start']:.1f} s)")
+    start = time.perf_counter()
+    usage, rejected, usage_rows = job.read_usage_counted(
+        spark,
+        [for_server(p, request.remote) for p in request.usage],
+        fmt=request.usage_format,
+        options=request.read,
+        known=sorted(configs),
+        since=request.since,
+        until=request.until,
+    )
+    if usage_rows == 0 and rejected.by_reason.get("cluster"):
+        raise AnalyticsError(
+            "no usage row belongs to a configured cluster ("
+            f"{', '.join(sorted(configs))}): {rejected.examples[0] if rejected.examples else ''}"
+        )
+    times["read"] = time.perf_counter() - start
+    say_matched(rejected, say)
+    refuse_unusable(usage_rows, rejected, request.read.labels)
+    say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
+    start = time.perf_counter()
+    config = job.config_frame(spark, list(configs.values())).cache()
+    util = transforms.utilisation(usage, config=config, align_s=request.align)
+    if request.command is Command.utilisation:
+        table = util
+    elif request.command is Command.impact:
+        after_frame = job.config_frame(spark, list(after.values()))
+        table = transforms.impact(
+            util.cache(),
+            after=after_frame,
+            window_s=request.window_s,
+            request_sizes=request.request_sizes,
+        )
+    else:
+        table = transforms.recommend(
+            util,
+            quantile=request.quantile,
+            headroom=request.headroom,
+            request_sizes=request.request_sizes,
+        )
+    path = child(for_server(request.out, request.remote), f"{request.command.value}.parquet")
+    job.write_table(table.select(*TABLE_COLUMNS[request.command]), path)
+    times["compute_and_write"] = time.perf_counter() - start
+    say(f"wrote {path} ({times['compute_and_write']:.1f} s)")
+    written = spark.read.parquet(str(path))
+    top_frame = written.orderBy(*ranking(request.command.value))
+    top = [r.asDict() for r in top_frame.limit(TOP_ROWS).collect()]
+    result = AnalyzeResult(
+        engine=Engine.spark,
+        table=path,
+        rows=0,
+        top=top,
+        usage_rows=usage_rows,
+        rejected=rejected,
+        seconds=times,
+    )
+    _summarise_spark(request.command, written, result)
+    if request.command is Command.utilisation:
+        result.series = _series_spark(usage, top[:PLOTTED])
+    usage.unpersist()
+    return result
+
+
+def for_server(where: DataPath, remote: str | None) -> DataPath:
+    """A local path as a Spark Connect server must see it: absolute (the
+    server resolves a relative path against its own working directory)."""
+    if remote is None or not isinstance(where, Path):
+        return where
+    return where.resolve()
+
+
+def _summarise_spark(command: Command, frame: DataFrame, result: AnalyzeResult) -> None:
+    """The table's row count and the summary's counts in one aggregation."""
+    if command is Command.utilisation:
+        bucket = F.lit("unlimited")
+        for bound in reversed(BUCKETS):
+            bucket = F.when(F.col("utilisation_p99") < bound, F.lit(f"< {bound:g}")).otherwise(
+                bucket
+            )
+        bucket = (
+            F.when(F.col("utilisation_p99").isNull(), F.lit("unlimited"))
+            .when(F.col("utilisation_p99") >= BUCKETS[-1], F.lit(f">= {BUCKETS[-1]:g}"))
+            .otherwise(bucket)
+        )
+        # One aggregation for the histogram and the groups over every broker.
+        rows = (
+            frame.groupBy(bucket.alias("bucket"), "brokers_observed")
+            .agg(F.count("*").alias("count"), F.sum(F.col("censored").cast("int")).alias("cens"))
+            .collect()
+        )
+        counts: dict[str, int] = {}
+        by_brokers: dict[int, int] = {}
+        for r in rows:
+            counts[r["bucket"]] = counts.get(r["bucket"], 0) + int(r["count"])
+            brokers = int(r["brokers_observed"])
+            by_brokers[brokers] = by_brokers.get(brokers, 0) + int(r["count"])
+        result.rows = sum(counts.values())
+        result.histogram = in_bucket_order(counts)
+        result.extra = {
+            "groups": result.rows,
+            "censored": sum(int(r["cens"] or 0) for r in rows),
+            "over_quota": counts.get(f">= {BUCKETS[-1]:g}", 0),
+            **spread(by_brokers),
+        }
+    elif command is Command.impact:
+        rows = (
+            frame.groupBy("group_change")
+            .agg(
+                F.count("*").alias("count"),
+                F.sum(F.col("newly_throttled").cast("int")).alias("newly"),
+            )
+            .collect()
+        )
+        counts = {r["group_change"]: int(r["count"]) for r in rows}
+        result.rows = sum(counts.values())
+        result.extra = {
+            "changed": result.rows,
+            "newly_throttled": sum(int(r["newly"] or 0) for r in rows),
+            "group_changes": {k: counts.get(k, 0) for k in ("splits", "merges")},
+        }
+    else:
+        rows = frame.groupBy("censored").count().collect()
+        result.rows = sum(int(r["count"]) for r in rows)
+        result.extra = {
+            "recommendations": result.rows,
+            "censored": sum(int(r["count"]) for r in rows if r["censored"]),
+        }
+
+
+def _series_spark(usage: DataFrame, top: Sequence[Mapping[str, Any]]) -> list[UsageSeries]:
+    """The usage samples of the ``top`` groups over time: one query (a join
+    with the groups), not one scan per group."""
+    from quotaform.kafka.keys import QUOTA_KEYS
+
+    wanted = [r for r in top if r["samples"]]
+    if not wanted:
+        return []
+    spark = usage.sparkSession
+    # Each wanted group's series: its usage metric in place of its quota key.
+    series_of_row = {**{c: c for c in SERIES_COLUMNS}, "metric": "quota_key"}
+    groups = spark.createDataFrame(
+        [
+            (
+                str(i),
+                *(
+                    QUOTA_KEYS[r["quota_key"]].usage_metric
+                    if c == "metric"
+                    else (r[series_of_row[c]] or "")
+                    for c in SERIES_COLUMNS
+                ),
+            )
+            for i, r in enumerate(wanted)
+        ],
+        ", ".join(f"{c} string" for c in ("g", *SERIES_COLUMNS)),
+    )
+    points = (
+        usage.where(~F.isnan("value"))
+        .withColumn("ip", F.coalesce(F.col("ip"), F.lit("")))
+        .join(F.broadcast(groups), list(SERIES_COLUMNS))
+        .select("g", "timestamp", "value")
+        .collect()
+    )
+    series: dict[int, list[tuple[datetime, float]]] = {}
+    for point in points:
+        series.setdefault(int(point["g"]), []).append((point["timestamp"], point["value"]))
+    return series_of(wanted, series)
+
+
+def write_texts(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, DataPath]:
+    """Small text files (the reports) under the URI ``request.out``, through
+    Spark (:func:`quotaform.analytics.spark.job.write_texts`)."""
+    spark = job.spark_session(request.master, remote=request.remote)
+    return dict(job.write_texts(spark, str(request.out), files))
+
+
+def table_rows(request: AnalyzeRequest, table: DataPath) -> list[dict[str, Any]]:
+    """Every row of a table Spark wrote at a URI, as dicts."""
+    spark = job.spark_session(request.master, remote=request.remote)
+    return [r.asDict() for r in spark.read.parquet(str(table)).collect()]
