@@ -21,7 +21,7 @@ from quotaform.analytics.model import USAGE_COLUMNS
 from quotaform.analytics.spark import job
 from quotaform.errors import AnalyticsError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analytics"
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)

@@ -27,7 +27,7 @@ from quotaform.analytics.model import USAGE_COLUMNS
 from quotaform.analytics.spark import job
 from quotaform.analytics.usage import NAIVE_TIME_NOTE
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 T0 = datetime(2026, 11, 23, 10, 0, 0, 123456, tzinfo=UTC)
 
