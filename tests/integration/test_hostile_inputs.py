@@ -3,14 +3,15 @@
 (manifests, saved plans, profiles, --command-config, --prometheus-config,
 quota and volume snapshots, usage in every layout, a live Prometheus
 misbehaving on loopback) is fed nesting 100,000 deep, a 20 MB scalar,
-invalid UTF-8, a FIFO and a truncated file (a live Prometheus: a deep answer,
-an HTML page, a body that stops half way). Every case must be refused
-(``Error:``, exit 1, no traceback) or accepted with the output a correct read
-gives, within 20 s and 2 GiB: none may crash, print a traceback, run over
-time or memory, or read wrongly. The whole corpus (917 cases: nesting 1k,
-10k, 100k in every placement, 200 MB scalars, a million keys, NUL bytes,
-BOM, CRLF, empty files, directories, symlink loops, files rewritten while
-read, the Spark engine) is ``scripts/hostile_inputs.py`` without ``--ci``."""
+invalid UTF-8 and a FIFO (a live Prometheus: a deep answer and a body that
+stops half way). Every case must be refused (``Error:``, exit 1, no
+traceback) or accepted with the output a correct read gives, within 20 s and
+2 GiB: none may crash, print a traceback, run over time or memory, or read
+wrongly. The whole corpus (917 cases: nesting 1k, 10k and 100k in every
+placement, 200 MB scalars, a million keys, NUL bytes, BOM, CRLF, truncated
+and empty files, HTML answers, directories, symlink loops, files rewritten
+while read, the Spark engine) is ``scripts/hostile_inputs.py`` without
+``--ci``."""
 
 from __future__ import annotations
 

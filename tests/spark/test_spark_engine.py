@@ -25,6 +25,7 @@ from quotaform.analytics.model import (
     UTILISATION_COLUMNS,
     UsageRow,
 )
+from quotaform.analytics.sources.base import ReadOptions
 from quotaform.analytics.sources.registry import read_usage
 from quotaform.analytics.spark import job, transforms
 from quotaform.analytics.spark.schemas import (
@@ -145,8 +146,9 @@ def test_spark_reads_every_usage_format_like_the_python_readers(
         (["jmxtool.csv"], {"cluster": "prod-eu", "broker": "1"}),
     ]:
         paths = [FIXTURES / f for f in files]
-        frame, rejected, _ = job.read_usage_counted(spark, paths, **options)
-        rows, py_rejected = read_usage(paths, **options)
+        read = ReadOptions(**options)
+        frame, rejected, _ = job.read_usage_counted(spark, paths, options=read)
+        rows, py_rejected = read_usage(paths, options=read)
         assert frame.count() == len(rows), files
         assert (rejected.count, dict(rejected.by_reason)) == (
             py_rejected.count,

@@ -184,7 +184,9 @@ def _pandas_usage(tmp_path: Path) -> Path:
     import pandas as pd
 
     frame = pd.read_csv(FIXTURES / "usage.csv", keep_default_na=False, na_values={"ip": [""]})
-    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+    # The fixture's row timed "yesterday" (a rejected row) has no datetime.
+    frame = frame[frame["timestamp"] != "yesterday"].copy()
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601")
     frame["broker"] = frame["broker"].astype("int64")
     path = tmp_path / "usage.parquet"
     frame.to_parquet(path)

@@ -465,3 +465,70 @@ def test_prometheus_answers_are_not_read_as_another_format(tmp_path: Path) -> No
     )  # fmt: skip
     assert result.exit_code == 1
     assert "--usage-format jmxtool: --prometheus answers are query_range JSON" in result.stderr
+
+
+def _answer(series: list[str]) -> bytes:
+    return ('{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(series)
+            + "]}}").encode()  # fmt: skip
+
+
+_METRIC_JSON = (
+    '"metric":{"__name__":"kafka_server_produce_byte_rate","user":"alice",'
+    '"client_id":"ingest","instance":"1","cluster":"prod-eu"}'
+)
+
+
+def test_a_series_of_a_million_samples_is_read_sample_by_sample(tmp_path: Path) -> None:
+    """A live answer of 300 MB with one series crashed the reader (ijson built
+    the series whole: gigabytes). The first rows now come before the rest of
+    the series is read: little memory however long the series."""
+    import tracemalloc
+
+    from quotaform.analytics.sources.prometheus import prometheus_rows
+    from quotaform.analytics.usage import Rejections
+
+    values = ",".join(f'[{1795428000 + i},"{i}"]' for i in range(1_000_000))
+    path = tmp_path / "answer.json"
+    path.write_bytes(_answer(["{" + _METRIC_JSON + ',"values":[' + values + "]}"]))
+    del values
+    tracemalloc.start()
+    try:
+        rows = prometheus_rows(path, LabelMap(), Rejections())
+        first = list(itertools.islice(rows, 3))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [r[1]["value"] for r in first] == ["0", "1", "2"]
+    assert first[0][0].endswith("series 1 sample 1")
+    # The depth scan's 8 MiB blocks and their copies: about 45 MB, whatever the
+    # series' length; the series built whole as lists: about 250 MB.
+    assert peak < 96 * 1024 * 1024, peak
+
+
+def test_samples_before_the_metric_wait_for_it_and_bad_series_are_named(tmp_path: Path) -> None:
+    from quotaform.analytics.sources.prometheus import prometheus_rows
+    from quotaform.analytics.usage import Rejections
+
+    path = tmp_path / "answer.json"
+    path.write_bytes(
+        _answer([
+            '{"values":[[1795428000,"5"],[1795428001,"6"]],' + _METRIC_JSON + "}",
+            "[1, 2]",
+            '{"values":[[1795428000,"5"]]}',
+            '{' + _METRIC_JSON + ',"values":"none"}',
+            '{' + _METRIC_JSON + ',"values":[[1795428000,"7"], 3, [{"a": 1}, "8"]]}',
+        ])
+    )  # fmt: skip
+    got = list(prometheus_rows(path, LabelMap(), Rejections()))
+    rows = [(where.split(": ", 1)[1], row if isinstance(row, str) else row["value"])
+            for where, row in got]  # fmt: skip
+    assert rows == [
+        ("series 1 sample 1", "5"),
+        ("series 1 sample 2", "6"),
+        ("series 2", "series: expected {metric, values}"),
+        ("series 3", "series: expected {metric, values}"),
+        ("series 4", "values: expected [[time, value], ...]"),
+        ("series 5 sample 1", "7"),
+        ("series 5 sample 2", "values: expected [time, value]"),
+        ("series 5 sample 3", "timestamp: {'a': 1} is not unix seconds"),
+    ]

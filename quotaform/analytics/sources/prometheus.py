@@ -69,8 +69,7 @@ def prometheus_rows(
             if status not in (None, "success"):
                 raise AnalyticsError(f"{name}: status is {status!r}, expected success")
             fh.seek(0)
-            for number, series in enumerate(ijson.items(fh, "data.result.item"), 1):
-                yield from _series_records(f"{name}: series {number}", series, labels, skipped)
+            yield from _stream_series(ijson.parse(fh), name, labels, skipped)
         except ijson.JSONError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise AnalyticsError(
@@ -78,18 +77,142 @@ def prometheus_rows(
             ) from None
 
 
-def _series_records(where: str, series: Any, labels: LabelMap, skipped: Rejections) -> Records:
-    if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
-        yield where, "series: expected {metric, values}"
+_ITEM = "data.result.item"
+_METRIC = f"{_ITEM}.metric"
+_VALUES = f"{_ITEM}.values"
+_PAIR = f"{_VALUES}.item"
+#: Samples kept while a series' ``values`` come before its ``metric`` (Prometheus
+#: writes ``metric`` first; ``query_range`` answers at most 11,000 points per
+#: series, its ``maximum resolution``).
+MAX_VALUES_BEFORE_METRIC = 11_000
+
+
+class _Series:
+    """One ``data.result`` item being read: whether its ``metric`` was a
+    mapping (``None``: not seen yet), the row fields its labels give, whether
+    its ``values`` was an array, and the samples that came before the labels."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.labelled: bool | None = None
+        self.base: Mapping[str, Any] | None = None  # None: skipped or unusable labels
+        self.values: bool | None = None  # None: no values key; False: not an array
+        self.early: list[tuple[int, Any]] = []
+        self.samples = 0
+
+
+def _stream_series(events: Any, name: str, labels: LabelMap, skipped: Rejections) -> Records:
+    """The records of ``data.result`` read from ijson's event stream, sample by
+    sample: a series of millions of samples is never held whole (ijson's
+    ``items`` built a 300 MB series as Python lists: gigabytes, then a crash).
+
+    Raises:
+        AnalyticsError: ``data.result`` is not a list, or a series' ``values``
+            before its ``metric`` hold more than
+            :data:`MAX_VALUES_BEFORE_METRIC` samples.
+    """
+    from ijson.common import ObjectBuilder
+
+    series: _Series | None = None
+    number = 0
+    builder: Any = None  # ObjectBuilder of the metric, a sample or a discarded value
+    target = ""
+    depth = 0
+
+    def build(event: str, value: Any, what: str) -> None:
+        nonlocal builder, target, depth
+        builder, target, depth = ObjectBuilder(), what, 1
+        builder.event(event, value)
+
+    for prefix, event, value in events:
+        if builder is not None:
+            builder.event(event, value)
+            depth += event in ("start_map", "start_array")
+            depth -= event in ("end_map", "end_array")
+            if depth:
+                continue
+            built, builder = builder.value, None
+            if series is not None and target == "metric":
+                yield from _labelled(series, built, labels, skipped)
+            elif series is not None and target == "sample":
+                yield from _sample(series, built)
+            continue
+        if prefix == "data.result" and event not in ("start_array", "end_array", "null"):
+            raise AnalyticsError(f"{name}: data.result: expected a list of series")
+        if prefix == _ITEM:
+            if event == "start_map":
+                number += 1
+                series = _Series(f"{name}: series {number}")
+            elif event == "end_map" and series is not None:
+                yield from _finished(series)
+                series = None
+            elif event != "map_key":
+                number += 1
+                yield f"{name}: series {number}", "series: expected {metric, values}"
+                if event == "start_array":
+                    build(event, value, "discard")
+            continue
+        if series is None:
+            continue
+        if prefix == _METRIC:
+            if event in ("start_map", "start_array"):
+                build(event, value, "metric")
+            else:
+                yield from _labelled(series, value, labels, skipped)
+        elif prefix == _VALUES and event != "end_array":
+            series.values = event == "start_array"
+            if event == "start_map":
+                build(event, value, "discard")
+        elif prefix == _PAIR:
+            if event in ("start_map", "start_array"):
+                build(event, value, "sample")
+            elif event != "end_array":
+                yield from _sample(series, value)
+
+
+def _labelled(series: _Series, tags: Any, labels: LabelMap, skipped: Rejections) -> Records:
+    """Take ``tags`` as the series' labels; the samples that came first follow."""
+    series.labelled = isinstance(tags, dict)
+    early, series.early = series.early, []
+    if not isinstance(tags, dict):
         return
-    tags = series["metric"]
+    series.base = _series_base(tags, labels, skipped)
+    for i, pair in early:
+        yield from _record(series, i, pair)
+
+
+def _sample(series: _Series, pair: Any) -> Records:
+    series.samples += 1
+    if series.labelled is None:  # values before metric
+        if len(series.early) >= MAX_VALUES_BEFORE_METRIC:
+            raise AnalyticsError(
+                f"{series.where}: more than {MAX_VALUES_BEFORE_METRIC:,} samples before the "
+                "series' metric (Prometheus writes metric first)"
+            )
+        series.early.append((series.samples, pair))
+        return
+    yield from _record(series, series.samples, pair)
+
+
+def _finished(series: _Series) -> Records:
+    if not series.labelled:
+        yield series.where, "series: expected {metric, values}"
+    elif series.base is not None and not series.values:
+        yield series.where, "values: expected [[time, value], ...]"
+
+
+def _series_base(
+    tags: Mapping[str, Any], labels: LabelMap, skipped: Rejections
+) -> Mapping[str, Any] | None:
+    """The row fields a series' labels give (``None``: skipped or unusable,
+    counted in ``skipped``)."""
     meaning = decode_series(tags, metric=labels.metric)
     name = str(tags.get("__name__", "")) or "(no __name__)"
     if meaning.metric is None:
         (skipped.unusable if meaning.unusable else skipped.skipped)[meaning.reason] += 1
         if meaning.unusable and len(skipped.unusable_names) < EXAMPLES_KEPT:
             skipped.unusable_names.append(name)
-        return
+        return None
     skipped.matched[f"{name} -> {meaning.metric} ({meaning.convention})"] += 1
     if meaning.convention == "quota-folded":
         skipped.notes[OLD_RULES_NOTE] += 1
@@ -100,7 +223,7 @@ def _series_records(where: str, series: Any, labels: LabelMap, skipped: Rejectio
             f"series without a {labels.cluster!r} label: assumed the one configured cluster "
             f"{cluster!r} (--default-cluster NAME says so)"
         ] += 1
-    base: Mapping[str, Any] = {
+    return {
         "cluster": cluster,
         "broker": tags.get(labels.broker),
         "metric": meaning.metric,
@@ -108,20 +231,21 @@ def _series_records(where: str, series: Any, labels: LabelMap, skipped: Rejectio
         "client_id": meaning.client_id,
         "ip": meaning.ip,
     }
-    values = series.get("values")
-    if not isinstance(values, list):
-        yield where, "values: expected [[time, value], ...]"
+
+
+def _record(series: _Series, i: int, pair: Any) -> Records:
+    if series.base is None:
         return
-    for i, pair in enumerate(values, 1):
-        if not isinstance(pair, list) or len(pair) != 2:
-            yield f"{where} sample {i}", "values: expected [time, value]"
-            continue
-        try:
-            when = datetime.fromtimestamp(float(pair[0]), UTC)
-        except (TypeError, ValueError, OverflowError):
-            yield f"{where} sample {i}", f"timestamp: {pair[0]!r} is not unix seconds"
-            continue
-        yield f"{where} sample {i}", {**base, "timestamp": when, "value": str(pair[1])}
+    where = f"{series.where} sample {i}"
+    if not isinstance(pair, list) or len(pair) != 2:
+        yield where, "values: expected [time, value]"
+        return
+    try:
+        when = datetime.fromtimestamp(float(pair[0]), UTC)
+    except (TypeError, ValueError, OverflowError):
+        yield where, f"timestamp: {pair[0]!r} is not unix seconds"
+        return
+    yield where, {**series.base, "timestamp": when, "value": str(pair[1])}
 
 
 def _records(path: Path, options: ReadOptions, skipped: Rejections) -> Records:
