@@ -14,6 +14,7 @@ or some nodes down.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -32,6 +33,8 @@ from quotaform.sandbox import (
     start_broker,
     stop_broker,
 )
+from quotaform.sandbox.broker import default_state_dir
+from quotaform.sandbox.exporter import exporter_url, sandbox_exporter_config
 from quotaform.sandbox.jars import ensure_jmx_exporter
 from quotaform.sandbox.jmx import jmx_url
 
@@ -96,14 +99,34 @@ def up(
             help="Controller processes of the metadata quorum (3 survive the loss of one).",
         ),
     ] = 1,
+    exporter: Annotated[
+        Path | None,
+        typer.Option(
+            "--exporter",
+            metavar="RULES",
+            help="Run the Prometheus JMX exporter agent on each broker with these rules (a "
+            "jmx_exporter config, a Strimzi metrics ConfigMap, or a list of rules such as "
+            "examples/prometheus/jmx-exporter-quota-rules.yml) and print its /metrics URL; "
+            "python -m quotaform.sandbox.prometheus --sandbox NAME scrapes it.",
+        ),
+    ] = None,
 ) -> None:
     """Start the sandbox (or find it running) and print its bootstrap address(es)."""
+    options = None
+    if jmx or exporter is not None:
+        rules = None
+        if exporter is not None:
+            text = sandbox_exporter_config(exporter)  # SandboxError: one error line
+            rules = default_state_dir() / f"{name}.exporter.yaml"
+            rules.parent.mkdir(parents=True, exist_ok=True)
+            rules.write_text(text, encoding="utf-8")
+        options = BrokerOptions(jmx_port=0 if jmx else None, prometheus_rules=rules)
     broker = start_broker(
         version=kafka_version,
         name=name,
         timeout_s=timeout,
         on_progress=lambda message: _stderr.print(message, markup=False),
-        options=BrokerOptions(jmx_port=0) if jmx else None,
+        options=options,
         brokers=brokers,
         controllers=controllers,
     )
@@ -115,6 +138,10 @@ def up(
         )
         if broker.jmx_port is not None:
             _stderr.print(f"JMX: {jmx_url(broker.jmx_port)}", markup=False)
+        if broker.prometheus_port is not None:
+            _stderr.print(
+                f"Prometheus exporter: {exporter_url(broker.prometheus_port)}", markup=False
+            )
     else:
         _stderr.print(
             f"Sandbox {name!r}: Kafka {broker.version}, cluster id {broker.cluster_id}, "
@@ -155,6 +182,11 @@ def status(name: Name = DEFAULT_SANDBOX_NAME) -> None:
             f"{broker.version}, cluster id {broker.cluster_id}, pid {broker.pid}, data "
             f"{broker.data_dir}"
             + (f", JMX {jmx_url(broker.jmx_port)}" if broker.jmx_port is not None else "")
+            + (
+                f", exporter {exporter_url(broker.prometheus_port)}"
+                if broker.prometheus_port is not None
+                else ""
+            )
         )
     else:
         leader = "unknown"
@@ -197,6 +229,8 @@ def _node_lines(broker: SandboxBroker, down: set[int]) -> list[str]:
             extra += f" (only this broker: {node.solo_address})"
         if node.jmx_port is not None:
             extra += f", JMX {jmx_url(node.jmx_port)}"
+        if node.prometheus_port is not None:
+            extra += f", exporter {exporter_url(node.prometheus_port)}"
         state = "down" if node.node_id in down else "running"
         lines.append(
             f"  {node.label}: {node.address}{extra}, pid {node.pid}, {state}, log {node.log_path}"

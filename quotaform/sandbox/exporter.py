@@ -51,8 +51,10 @@ __all__ = [
     "STRIMZI_CONFIG_KEY",
     "ExporterServer",
     "exporter_config",
+    "exporter_url",
     "load_exporter_config",
     "load_rules",
+    "sandbox_exporter_config",
     "scrape",
     "start_exporter_server",
     "stop_exporter_server",
@@ -152,6 +154,37 @@ def load_rules(path: Path) -> list[dict[str, Any]]:
     if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
         raise SandboxError(f"{path}: expected a list of exporter rules")
     return rules
+
+
+def exporter_url(port: int) -> str:
+    """``http://127.0.0.1:PORT/metrics``: where a JMX exporter on ``port`` answers."""
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def sandbox_exporter_config(path: Path) -> str:
+    """The JMX exporter config text ``quotaform sandbox up --exporter PATH``
+    runs on each broker: ``PATH``'s own config when it is one (plain, or a
+    Strimzi metrics ConfigMap), else its list of rules (a snippet such as
+    ``examples/prometheus/jmx-exporter-quota-rules.yml``) under
+    ``lowercaseOutputName: true``, which those rules need; only the MBeans of
+    :data:`QUOTA_OBJECT_NAMES` are read when the rules are a snippet (a scrape
+    in milliseconds instead of every broker MBean).
+
+    Raises:
+        SandboxError: unreadable, or neither a config nor a list of rules.
+    """
+    loaded = _yaml().load(_rules_text(path))
+    if isinstance(loaded, list):
+        config: dict[str, Any] = {
+            "lowercaseOutputName": True,
+            "includeObjectNames": list(QUOTA_OBJECT_NAMES),
+            "rules": load_rules(path),
+        }
+    else:
+        config = load_exporter_config(path)
+    out = io.StringIO()
+    _yaml().dump(config, out)
+    return out.getvalue()
 
 
 def exporter_config(

@@ -88,6 +88,21 @@ PROMETHEUS_TOOLS = {
 }
 #: Drops every service-discovery plugin: static targets only, a far smaller build.
 _BUILD_TAGS = "remove_all_sd"
+#: The version ``prometheus --version`` prints (Prometheus' release builds set it
+#: with promu; a bare ``go install`` left it empty): the module version.
+_VERSION_PACKAGE = "github.com/prometheus/common/version"
+_LDFLAGS = " ".join(
+    f"-X {_VERSION_PACKAGE}.{field}={value}"
+    for field, value in (
+        ("Version", PROMETHEUS_VERSION.removeprefix("v")),
+        ("Revision", PROMETHEUS_VERSION),
+        ("Branch", "go-install"),
+        ("BuildUser", "quotaform"),
+    )
+)
+#: What a cached binary was built with, in ``<name>.build`` beside it: a binary
+#: without it, or built otherwise, is built again.
+_BUILD_STAMP = f"go install -tags {_BUILD_TAGS} -ldflags '{_LDFLAGS}' {PROMETHEUS_VERSION}\n"
 _BUILD_TIMEOUT_S = 1800
 _START_ATTEMPTS = 3
 _READY_LINE = "Server is ready to receive web requests"
@@ -201,11 +216,12 @@ def ensure_prometheus_tools(
             _go_install(go, gobin, missing, timeout_s)
             for name in missing:
                 built = gobin / name
-                if not _executable(built):
+                if not (built.is_file() and os.access(built, os.X_OK)):
                     raise SandboxError(
                         f"go install finished but left no executable {name} in {gobin}."
                     )
                 os.replace(built, paths[name])
+                _stamp(paths[name]).write_text(_BUILD_STAMP, encoding="utf-8")
         finally:
             shutil.rmtree(gobin, ignore_errors=True)
     _progress(
@@ -218,7 +234,7 @@ def ensure_prometheus_tools(
 
 def _go_install(go: str, gobin: Path, names: Sequence[str], timeout_s: float) -> None:
     packages = [f"{PROMETHEUS_TOOLS[name]}@{PROMETHEUS_VERSION}" for name in names]
-    cmd = [go, "install", "-tags", _BUILD_TAGS, *packages]
+    cmd = [go, "install", "-tags", _BUILD_TAGS, f"-ldflags={_LDFLAGS}", *packages]
     env = {**os.environ, "GOBIN": str(gobin), "CGO_ENABLED": "0"}
     log.info("running GOBIN=%s %s", gobin, " ".join(cmd))
     try:
@@ -255,7 +271,17 @@ def _build_lock(folder: Path) -> Iterator[None]:
 
 
 def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
+    """An executable built as this version of quotaform builds it (its stamp)."""
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    try:
+        return _stamp(path).read_text(encoding="utf-8") == _BUILD_STAMP
+    except OSError:
+        return False
+
+
+def _stamp(path: Path) -> Path:
+    return path.with_name(f"{path.name}.build")
 
 
 # -- the server -------------------------------------------------------------------
@@ -534,13 +560,34 @@ def _progress(on_progress: Callable[[str], None] | None, message: str) -> None:
         on_progress(message)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m quotaform.sandbox.prometheus``: build (or find) the cached
     binaries (``prometheus`` and ``promtool``, one ``go install``), saying so
     on standard error; exit 0 when they are there, 1 if not. ``scripts/test``
     starts it beside the install so the build is done by the time the live
-    tests need it (they wait on the same lock)."""
+    tests need it (they wait on the same lock).
+
+    ``--sandbox NAME``: then start a Prometheus scraping the JMX exporters of
+    sandbox ``NAME`` (``quotaform sandbox up --exporter RULES``) every
+    ``--scrape-interval`` seconds, print its URL on standard output (for
+    ``quotaform analyze --prometheus``) and run until interrupted (Ctrl-C,
+    SIGTERM); its TSDB and log are under ``<cache>/sandboxes/NAME.prometheus``.
+    """
+    import argparse
+    import signal
     import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m quotaform.sandbox.prometheus",
+        description=f"Build Prometheus {PROMETHEUS_VERSION} and promtool once (cached); "
+        "with --sandbox, run a Prometheus scraping a sandbox broker's JMX exporter.",
+    )
+    parser.add_argument("--sandbox", metavar="NAME", help="scrape this sandbox's exporters")
+    parser.add_argument(
+        "--scrape-interval", type=float, default=2.0, metavar="SECONDS",
+        help="seconds between scrapes (default 2)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -548,10 +595,63 @@ def main() -> int:
     try:
         found = ensure_prometheus_tools(on_progress=say)
         say(f"Prometheus {PROMETHEUS_VERSION}: {', '.join(map(str, found.values()))}")
+        if args.sandbox is None:
+            return 0
+        server = _serve_sandbox(args.sandbox, args.scrape_interval, found["prometheus"], say)
     except SandboxError as exc:
         say(f"Error: {exc}")
         return 1
+    stop = {"signal": 0}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["signal"] = signum
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(server.url, flush=True)
+    try:
+        while not stop["signal"] and is_alive(server.pid):
+            time.sleep(0.2)
+    finally:
+        stop_prometheus(server)
+    if not stop["signal"]:
+        say(f"Error: Prometheus exited; its log: {server.log_path}")
+        return 1
+    say(f"Stopped Prometheus {server.url}")
     return 0
+
+
+def _serve_sandbox(
+    name: str, interval_s: float, binary: Path, say: Callable[[str], None]
+) -> PrometheusServer:
+    """Start a Prometheus scraping sandbox ``name``'s exporters.
+
+    Raises:
+        SandboxError: the sandbox does not run, or runs no exporter.
+    """
+    from quotaform.sandbox.broker import broker_status, default_state_dir
+    from quotaform.sandbox.exporter import exporter_url
+
+    broker = broker_status(name=name).broker
+    if broker is None:
+        raise SandboxError(f"sandbox {name!r} is not running (quotaform sandbox up --name {name})")
+    ports = [n.prometheus_port for n in broker.brokers if n.prometheus_port is not None]
+    if not ports:
+        raise SandboxError(
+            f"sandbox {name!r} runs no JMX exporter: stop it (quotaform sandbox down --name "
+            f"{name}) and start it with --exporter RULES"
+        )
+    for port in ports:
+        say(f"Scraping {exporter_url(port)} every {interval_s:g} s")
+    state = default_state_dir() / f"{name}.prometheus"
+    shutil.rmtree(state, ignore_errors=True)
+    return start_prometheus(
+        [f"127.0.0.1:{port}" for port in ports],
+        state_dir=state,
+        scrape_interval_s=interval_s,
+        binary=binary,
+        on_progress=say,
+    )
 
 
 if __name__ == "__main__":
