@@ -43,6 +43,7 @@ from quotaform.sandbox.processes import (
     free_port,
     group_members,
     is_alive,
+    log_tail,
     port_open,
     reap,
     spawn_group,
@@ -297,7 +298,17 @@ def start_connect_server(
         pgids.append(spawn_group(command, env, server_log))
         _save(states, name, {"kind": "connect", "pgids": pgids, "workdir": str(workdir)})
         deadline = time.monotonic() + timeout_s
-        wait_for(lambda: port_open(port), pgids[0], server_log, deadline, "Spark Connect")
+        # The port alone is not proof: another process may have taken it
+        # between free_port() and the server's bind (brokers start beside
+        # it in the tests); the server says where it listens.
+        started = f"Spark Connect server started at: 127.0.0.1:{port}"
+        wait_for(
+            lambda: port_open(port) and started in log_tail(server_log, 100_000),
+            pgids[0],
+            server_log,
+            deadline,
+            "Spark Connect",
+        )
         remote = f"sc://127.0.0.1:{port}"
         _save(
             states,

@@ -48,6 +48,7 @@ ALLOWED = {
     ("quotaform/sandbox/prometheus.py", "prometheus_get"): "the sandbox's own Prometheus",
     ("quotaform/sandbox/prometheus.py", "_ready_probe"): "the sandbox's own Prometheus",
     ("quotaform/sandbox/prometheus.py", "_log_says_ready"): "the sandbox's own log",
+    ("quotaform/sandbox/prometheus.py", "_executable"): "quotaform's own build stamp",
     ("quotaform/sandbox/broker.py", "_wait_stopped"): "/proc",
     ("quotaform/sandbox/processes.py", "is_alive"): "/proc",
     ("quotaform/sandbox/processes.py", "cmdline"): "/proc",
