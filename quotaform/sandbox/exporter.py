@@ -175,10 +175,12 @@ def sandbox_exporter_config(path: Path) -> str:
     """
     loaded = _yaml().load(_rules_text(path))
     if isinstance(loaded, list):
+        if not all(isinstance(r, dict) for r in loaded):
+            raise SandboxError(f"{path}: expected a list of exporter rules")
         config: dict[str, Any] = {
             "lowercaseOutputName": True,
             "includeObjectNames": list(QUOTA_OBJECT_NAMES),
-            "rules": load_rules(path),
+            "rules": loaded,
         }
     else:
         config = load_exporter_config(path)

@@ -386,6 +386,26 @@ def _enforcing(quota_key: pa.Array, brokers: np.ndarray) -> np.ndarray:
     return nodes[inverse]
 
 
+def _group_runs(
+    sorted_keys: np.ndarray, nan_only: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every group with a usage row (those with samples in ``sorted_keys``,
+    and ``nan_only``'s), sorted: ``(groups, first sample index, sample count,
+    the group row of every sorted sample)``."""
+    starts_at = np.flatnonzero(np.diff(sorted_keys, prepend=~sorted_keys[:1]) != 0)
+    groups = sorted_keys[starts_at]
+    if len(nan_only):
+        groups = np.union1d(groups, nan_only)
+    starts = np.searchsorted(sorted_keys, groups, side="left")
+    samples = np.searchsorted(sorted_keys, groups, side="right") - starts
+    # The group row of every sorted sample, from the runs of equal keys.
+    sorted_rows = np.repeat(
+        np.searchsorted(groups, sorted_keys[starts_at]),
+        np.diff(np.append(starts_at, len(sorted_keys))),
+    )
+    return groups, starts, samples, sorted_rows
+
+
 def utilisation(
     usage: CodedUsage,
     configs: Mapping[str, QuotaIndex],
@@ -417,20 +437,8 @@ def utilisation(
     sorted_keys, sorted_values, sorted_micros = _sorted_by_key_then_value(
         keys[sample], values[sample], usage.timestamp[sample]
     )
-    # Every group with a usage row: those with samples, and those with NaN only.
-    starts_at = np.flatnonzero(np.diff(sorted_keys, prepend=~sorted_keys[:1]) != 0)
-    groups = sorted_keys[starts_at]
-    nan_only = keys[is_usage & ~sample]
-    if len(nan_only):
-        groups = np.union1d(groups, nan_only)
-    starts = np.searchsorted(sorted_keys, groups, side="left")
-    samples = np.searchsorted(sorted_keys, groups, side="right") - starts
-    # The group row of every sorted sample, from the runs of equal keys.
-    sorted_rows = np.repeat(
-        np.searchsorted(groups, sorted_keys[starts_at]),
-        np.diff(np.append(starts_at, len(sorted_keys))),
-    )
-    del sorted_keys, starts_at
+    groups, starts, samples, sorted_rows = _group_runs(sorted_keys, keys[is_usage & ~sample])
+    del sorted_keys
     p50, p95, p99 = _quantiles(sorted_values, starts, samples)
     has = samples > 0
     maxima = sorted_values[np.maximum(starts + samples - 1, 0)] if len(sorted_values) else p99
