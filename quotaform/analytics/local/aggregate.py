@@ -406,6 +406,15 @@ def _group_runs(
     return groups, starts, samples, sorted_rows
 
 
+def _one_broker_own(cluster: _Cluster, own: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """The cluster p50, p95, p99, sample count and max of every group: a group
+    seen on one broker has its own figures (model.ONE_BROKER_FIGURES), the
+    others the sums across brokers. ``own``: the same five per-broker arrays."""
+    single = cluster.brokers == 1
+    summed = (*cluster.quantiles, cluster.samples, cluster.maxima)
+    return tuple(np.where(single, mine, theirs) for mine, theirs in zip(own, summed, strict=True))
+
+
 def utilisation(
     usage: CodedUsage,
     configs: Mapping[str, QuotaIndex],
@@ -458,14 +467,9 @@ def utilisation(
     )
     quota = quota_value.to_numpy(zero_copy_only=False)
     limited = ~np.isnan(quota)  # quota_value is null when unlimited
-    # On one broker: its own figures (model.ONE_BROKER_FIGURES).
-    single = cluster.brokers == 1
-    c50, c95, c99 = (
-        np.where(single, own, summed_q)
-        for own, summed_q in zip((p50, p95, p99), cluster.quantiles, strict=True)
+    c50, c95, c99, cluster_samples, cluster_max = _one_broker_own(
+        cluster, (p50, p95, p99, samples, maxima)
     )
-    cluster_samples = np.where(single, samples, cluster.samples)
-    cluster_max = np.where(single, maxima, cluster.maxima)
     summed = cluster_samples > 0
     ceiling = quota * _enforcing(quota_key, cluster.brokers)
     with np.errstate(divide="ignore", invalid="ignore"):
