@@ -368,8 +368,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     hook runs before xdist's, which reads the groups.
 
     The longest work is handed out first: xdist gives each worker the next
-    group in collection order as it frees up, so the Spark group (its JVMs,
-    the standalone cluster and Connect server: about a third of the suite)
+    group in collection order as it frees up (``scripts/test`` passes
+    ``--no-loadscope-reorder``, or xdist would order groups by their number
+    of tests), so the Spark groups (``spark-cluster``: the standalone
+    cluster and the Connect server; ``spark``: the local session's tests)
     would otherwise start last and leave the other worker idle at the end.
     Named groups, then the other broker modules, then the unit tests, which
     fill the gaps; a stable sort, so every module's tests stay in order."""
@@ -379,10 +381,50 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     def rank(item: pytest.Item) -> int:
         group = _xdist_group(item) or ""
-        if group == "spark":
+        if group.startswith("spark"):
             return 0
         if not group.startswith("tests/"):
             return 1  # a named group: modules sharing a broker or cluster
         return 2 if group.startswith("tests/integration/") else 3
 
     items.sort(key=rank)
+
+
+class _GroupGuard:
+    """Refuse to run a ``--dist loadgroup`` worker whose tests lost their
+    group: pytest-xdist tells the scheduler a test's group by appending
+    ``@group`` to its node id, and a pytest whose node ids do not take that
+    (pytest 9.2 with pytest-xdist 3.8: pytest-dev/pytest-xdist#1386) makes
+    xdist hand out single tests, so every module fixture (a broker, a
+    cluster, a Spark JVM) starts once per worker, silently. Registered by
+    :func:`pytest_configure`; runs after xdist's own hook (``trylast``)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        lost = [
+            item.nodeid
+            for item in items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]
+        ]
+        if lost:
+            self.failure = (
+                f"--dist loadgroup: {len(lost)} tests have no group in their node id (first: "
+                f"{lost[0]}): this pytest and pytest-xdist do not group tests "
+                "(pytest-dev/pytest-xdist#1386); install the versions of constraints.txt"
+            )
+
+    failure: str | None = None
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Every test FAILS with the reason (raising during a worker's
+        collection only shows as an xdist internal error)."""
+        if self.failure is not None:
+            pytest.fail(self.failure, pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupGuard(), "quotaform-xdist-group-guard")
