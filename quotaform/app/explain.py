@@ -17,6 +17,7 @@ from quotaform.cluster.brokers import read_quota_enforcement
 from quotaform.cluster.connect import connect
 from quotaform.cluster.read import describe_matching
 from quotaform.errors import ClusterConfigError
+from quotaform.kafka.entity import mixes_ip, present_types
 from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal, QuotaIndex
 from quotaform.manifest import load_manifests
@@ -43,7 +44,7 @@ def principal(user: str | None, client_id: str | None, ip: str | None) -> Princi
             not one, no part at all, or an empty ``--user``.
     """
     if ip is not None:
-        if user is not None or client_id is not None:
+        if mixes_ip(present_types(user=user, client_id=client_id, ip=ip)):
             raise ClusterConfigError(
                 "give --ip alone, or --user and/or --client-id: ip quotas never combine "
                 "with user or client-id (KIP-612)"

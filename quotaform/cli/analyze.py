@@ -310,10 +310,10 @@ Align = Annotated[
         parser=_align,
         help="Quotas are enforced per broker; a group's usage is also summed across brokers "
         "(the cluster_* columns) after aligning each broker's samples on buckets this long: "
-        "11s (the quota window) by default, or --prometheus's --step when shorter; at least "
-        "the sampling interval when brokers are sampled at different times (JmxTool, "
-        "analyze collect).",
-        show_default="11s",
+        f"{DEFAULT_WINDOW_S:g}s (the quota window) by default, or --prometheus's --step when "
+        "shorter; at least the sampling interval when brokers are sampled at different "
+        "times (JmxTool, analyze collect).",
+        show_default=f"{DEFAULT_WINDOW_S:g}s",
     ),
 ]
 Since = Annotated[

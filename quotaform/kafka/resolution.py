@@ -43,7 +43,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, Shape
+from quotaform.kafka.entity import (
+    CLIENT_ID,
+    DEFAULT_NAME,
+    IP,
+    USER,
+    Entity,
+    Shape,
+    mixes_ip,
+    present_types,
+)
 from quotaform.kafka.keys import QUOTA_KEYS
 
 __all__ = [
@@ -128,7 +137,7 @@ class Level:
         """``{user=U, client-id=<default>}``: the level with U / C / A standing
         for the connection's own user, client id and address."""
         placeholder = {USER: "U", CLIENT_ID: "C", IP: "A"}
-        inner = ", ".join(f"{t}={placeholder[t] if n else '<default>'}" for t, n in self.template)
+        inner = ", ".join(f"{t}={placeholder[t] if n else DEFAULT_NAME}" for t, n in self.template)
         return "{" + inner + "}"
 
 
@@ -242,7 +251,7 @@ class Principal:
     ip: str | None = None
 
     def __post_init__(self) -> None:
-        if self.ip is not None and (self.user is not None or self.client_id is not None):
+        if mixes_ip(present_types(user=self.user, client_id=self.client_id, ip=self.ip)):
             raise ValueError("an ip principal has no user or client-id")
 
     @property

@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from quotaform.kafka.entity import CLIENT_ID, IP, SHAPE_NAMES, USER, Entity
+from quotaform.kafka.entity import CLIENT_ID, IP, SHAPE_NAMES, USER, Entity, mixes_ip, present_types
 from quotaform.kafka.keys import QUOTA_KEYS, ValueType
 from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal
@@ -303,7 +303,7 @@ class ProbeSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_parts(self) -> ProbeSpec:
-        if self.ip is not None and (self.user is not None or self.client_id is not None):
+        if mixes_ip(present_types(user=self.user, client_id=self.client_id, ip=self.ip)):
             raise ValueError("a probe is a user and/or client-id, or an ip, not both (KIP-612)")
         if self.ip is None and self.user is None and self.client_id is None:
             raise ValueError("a probe needs a user, a client-id, or an ip")
