@@ -26,7 +26,7 @@ from quotaform.cluster.profiles import ClusterTarget
 from quotaform.cluster.read import read_live_state
 from quotaform.cluster.storage import read_volumes
 from quotaform.errors import ClusterMismatchError, ManifestError, QuotaformError, StorageError
-from quotaform.kafka.units import format_duration, format_quota_value
+from quotaform.kafka.units import format_duration, format_readable
 from quotaform.manifest import load_manifests
 from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.outcome import ApplyStatus, EntityOutcome
@@ -295,7 +295,7 @@ def _now() -> str:
 
 
 def _value(key: str, value: float | None) -> str:
-    return "(not set)" if value is None else format_quota_value(key, value)
+    return "(not set)" if value is None else format_readable(key, value)
 
 
 def _watch_once(desired: DesiredState, where: ClusterTarget, request: WatchRequest) -> None:

@@ -482,8 +482,8 @@ def start_broker(
     on_progress: Callable[[str], None] | None = None,
     timeout_s: float = 90.0,
     options: BrokerOptions | None = None,
-    brokers: int = 1,
-    controllers: int = 1,
+    brokers: int | None = None,
+    controllers: int | None = None,
 ) -> SandboxBroker:
     """Start sandbox ``name`` and return once every broker answers Kafka requests.
 
@@ -496,8 +496,9 @@ def start_broker(
 
     Idempotent: if ``name`` is already running (and answers within
     ``timeout_s``) the existing sandbox is returned, after restarting any of
-    its nodes that were killed or stopped. State left by a dead sandbox is
-    cleaned up first.
+    its nodes that were killed or stopped; only a number of brokers or
+    controllers given explicitly and different from its own is refused.
+    State left by a dead sandbox is cleaned up first.
 
     Args:
         version: Kafka release; jars are fetched into the cache on first use.
@@ -508,8 +509,10 @@ def start_broker(
             download on a cold cache is not counted).
         options: ports, SCRAM users, JMX (:class:`BrokerOptions`); ``None``:
             a PLAINTEXT sandbox on free ports.
-        brokers: broker processes (>= 1).
-        controllers: controller processes (>= 1; 3 tolerate one failure).
+        brokers: broker processes (>= 1); ``None``: as many as the running
+            sandbox has, else 1.
+        controllers: controller processes (>= 1; 3 tolerate one failure);
+            ``None``: as many as the running sandbox has, else 1.
 
     Raises:
         SandboxError: Java or Maven missing, jar fetch failed, a node exited
@@ -519,13 +522,15 @@ def start_broker(
             for several.
     """
     check_name(name)
-    if brokers < 1 or controllers < 1:
+    # A number not given: the running sandbox's (checked below), else 1.
+    wanted = (1 if brokers is None else brokers, 1 if controllers is None else controllers)
+    if min(wanted) < 1:
         raise SandboxError(
             f"A sandbox needs at least one broker and one controller "
-            f"(got --brokers {brokers} --controllers {controllers})"
+            f"(got --brokers {wanted[0]} --controllers {wanted[1]})"
         )
     options = options or BrokerOptions()
-    _check_options(options, brokers, controllers)
+    _check_options(options, *wanted)
     states = state_dir or default_state_dir()
     with _state_lock(states, name):
         existing = _load_state(states, name)
@@ -571,8 +576,7 @@ def start_broker(
                     deadline,
                     on_progress,
                     options,
-                    brokers,
-                    controllers,
+                    *wanted,
                 )
             except _PortClash as clash:
                 if attempt == _PORT_ATTEMPTS:
@@ -928,8 +932,11 @@ def _check_options(options: BrokerOptions, brokers: int, controllers: int) -> No
         )
 
 
-def _check_same(existing: SandboxBroker, version: str, brokers: int, controllers: int) -> None:
-    """Refuse to return a running sandbox that is not the one asked for."""
+def _check_same(
+    existing: SandboxBroker, version: str, brokers: int | None, controllers: int | None
+) -> None:
+    """Refuse to return a running sandbox that is not the one asked for (a
+    number of nodes not given, ``None``, is whatever it runs with)."""
     name = existing.name
     if existing.version != version:
         raise SandboxError(
@@ -938,6 +945,8 @@ def _check_same(existing: SandboxBroker, version: str, brokers: int, controllers
             f"--name {name}) to start Kafka {version}."
         )
     has = (len(existing.brokers), len(existing.controllers))
+    brokers = has[0] if brokers is None else brokers
+    controllers = has[1] if controllers is None else controllers
     if has != (brokers, controllers):
         raise SandboxError(
             f"Sandbox {name!r} already runs with {_count(has[0], 'broker')} and "

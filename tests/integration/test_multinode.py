@@ -155,7 +155,10 @@ def test_sandbox_up_and_status_show_every_node_and_the_state_records_them(cluste
     ]
     assert all(Path(n["data_dir"]).is_dir() and n["pid"] > 0 for n in record["nodes"])
 
-    other = runner.invoke(app, ["sandbox", "up", "--name", cluster.name])
+    again = runner.invoke(app, ["sandbox", "up", "--name", cluster.name])
+    assert again.exit_code == 0, again.output  # found by name, whatever its size
+    assert again.stdout == cluster.bootstrap + "\n"
+    other = runner.invoke(app, ["sandbox", "up", "--name", cluster.name, "--brokers", "1"])
     assert other.exit_code == 1
     assert "already runs with 3 brokers and 3 controllers" in other.output
 
