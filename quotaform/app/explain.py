@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, target
-from quotaform.cluster.brokers import read_quota_enforcement
+from quotaform.app.facts import gather_facts
 from quotaform.cluster.connect import connect
-from quotaform.cluster.read import describe_matching
 from quotaform.errors import ClusterConfigError
 from quotaform.kafka.entity import mixes_ip, present_types
 from quotaform.kafka.names import normalise_ip
@@ -167,10 +166,9 @@ def run_explain(request: ExplainRequest) -> ExplainRun:
         )
     found = target(request.connection, request.view)
     with connect(found.settings, read_only=True, cluster_id=found.cluster_id) as client:
-        cluster_id = client.cluster_id()
-        live = describe_matching(client, None, cluster_id=cluster_id)
-        enforcement = read_quota_enforcement(client)
-    where = f"the live cluster {cluster_id} ({len(live.entities)} entities)"
+        facts = gather_facts(client, None)
+    live, enforcement = facts.live, facts.enforcement
+    where = f"the live cluster {facts.cluster_id} ({len(live.entities)} entities)"
     return ExplainRun(
         _explain(QuotaIndex(live.entities), who, overrides),
         "cluster",
