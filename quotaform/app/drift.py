@@ -13,12 +13,12 @@ from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
 from quotaform.app.facts import FactsWanted, gather_facts
-from quotaform.app.volumes import VolumeSource
 from quotaform.cluster.connect import connect
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.plan.decide import decide_drift
 from quotaform.plan.drift import DriftReport
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.state import DesiredState
 
 __all__ = ["DriftRequest", "detect_drift", "run_drift"]

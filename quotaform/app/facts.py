@@ -19,7 +19,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from quotaform.app.volumes import VolumeSource, read_volume_usage
 from quotaform.cluster.brokers import BrokerConfigs, read_broker_configs
 from quotaform.cluster.connect import check_cluster
 from quotaform.cluster.principals import read_scram_users
@@ -33,6 +32,7 @@ from quotaform.plan.facts import (
     ClusterFacts,
     PrincipalFacts,
     ScramUsers,
+    VolumeSource,
 )
 from quotaform.plan.principals import named_user_entities
 from quotaform.plan.state import DesiredState
@@ -95,6 +95,8 @@ def gather_facts(
     if wanted.principals and desired is not None and named_user_entities(desired):
         reads["scram"] = lambda: read_scram_users(client)
     if desired is not None and desired.storage is not None:
+        from quotaform.app.volumes import read_volume_usage  # only with a storage policy
+
         source = wanted.volumes or VolumeSource()
         reads["volumes"] = lambda: read_volume_usage(source, client=client, settings=settings)
     got = _side_by_side(reads)

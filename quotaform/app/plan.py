@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
 from quotaform.app.facts import FactsWanted, gather_facts
-from quotaform.app.volumes import VolumeSource
 from quotaform.cluster.connect import connect
 from quotaform.cluster.profiles import ClusterProfiles, load_required_profiles, resolve_settings
 from quotaform.cluster.wire.client import QuotaAdminClient
@@ -24,11 +24,14 @@ from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import ClusterConfigError, GuardRefusedError, QuotaformError
 from quotaform.manifest import load_manifests, manifest_clusters
 from quotaform.plan.decide import decide_plan
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.model import Plan
-from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
 from quotaform.plan.principals import SuperUser
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget, DesiredState
+
+if TYPE_CHECKING:
+    from quotaform.plan.multicluster import MultiClusterPlan
 
 __all__ = [
     "AllClustersRequest",
@@ -249,6 +252,8 @@ def plan_clusters(
         ClusterConfigError: the set names no cluster, or a cluster without a
             profile (every such cluster named; nothing is connected).
     """
+    from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan  # --all-clusters only
+
     names = manifest_clusters(paths)
     if not names:
         raise ClusterConfigError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from quotaform.inputs.files import decode_text, read_bytes, shown
 from quotaform.inputs.jsondoc import load_json
 from quotaform.inputs.limits import LIMITS
 from quotaform.plan.decide import evaluate_volumes
-from quotaform.plan.facts import VolumeReading
+from quotaform.plan.facts import VolumeReading, VolumeSource
 from quotaform.plan.storage_types import BrokerSnapshot, StorageEvaluation, StoragePolicy
 
 __all__ = [
@@ -40,34 +39,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class VolumeSource:
-    """Where volume usage comes from: snapshot files (JSON / JSON Lines),
-    the compacted ``topic``, or (neither) the live cluster (DescribeLogDirs).
-
-    The brokers that should report come from the cluster (DescribeCluster)
-    whenever a client is connected."""
-
-    snapshots: tuple[Path, ...] = ()
-    topic: str | None = None
-    read: tuple[BrokerSnapshot, ...] = ()
-    """Live usage this run has already read (``storage watch --publish``):
-    used instead of asking DescribeLogDirs again."""
-
-    @property
-    def live(self) -> bool:
-        """True when usage is read from the cluster itself."""
-        return not self.snapshots and self.topic is None and not self.read
-
-    def describe(self) -> str:
-        """How the source reads in messages."""
-        if self.snapshots:
-            return "snapshots " + ", ".join(str(p) for p in self.snapshots)
-        if self.topic:
-            return f"topic {self.topic}"
-        return "DescribeLogDirs"
 
 
 def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:

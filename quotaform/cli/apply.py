@@ -21,7 +21,6 @@ from rich.console import Console
 
 from quotaform.app.apply import ApplyRequest, run_apply
 from quotaform.app.common import ConnectionOptions
-from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
     BUDGET,
     CONNECTION,
@@ -44,6 +43,7 @@ from quotaform.errors import (
     ApplyCancelledError,
 )
 from quotaform.formats.apply import ApplyDocument, apply_document, render_apply_json
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.outcome import ApplyResult, ApplyStatus
 from quotaform.plan.state import ChangeBudget
 from quotaform.render.apply import render_apply_text

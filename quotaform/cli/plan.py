@@ -8,14 +8,13 @@ any failed, else (with ``--detailed-exitcode``) 2 if any has changes, else 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from quotaform.app.common import ConnectionOptions
 from quotaform.app.plan import AllClustersRequest, PlanRequest, plan_all_clusters, run_plan
-from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
     BUDGET,
     CONNECTION,
@@ -31,11 +30,14 @@ from quotaform.cli.options import (
 from quotaform.cli.output import OutputFormat, emit
 from quotaform.cli.view import make_view
 from quotaform.errors import plan_exit_code
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.model import Plan
-from quotaform.plan.multicluster import MultiClusterPlan
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget
 from quotaform.render.text import render_markdown, render_text
+
+if TYPE_CHECKING:
+    from quotaform.plan.multicluster import MultiClusterPlan
 
 __all__ = ["plan", "print_multi_plan", "print_plan", "register"]
 

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from quotaform.plan.diff import compute_plan
-from quotaform.plan.drift import DriftReport, compute_drift
 from quotaform.plan.facts import ClusterFacts, VolumeReading
 from quotaform.plan.model import Plan
 from quotaform.plan.principals import SuperUser, principal_findings
 from quotaform.plan.review import PlanReview, review_plan
 from quotaform.plan.state import ChangeBudget, DesiredState
-from quotaform.plan.storage import evaluate, scale_desired
 from quotaform.plan.storage_types import StorageEvaluation, StoragePolicy, StorageScaling
+
+if TYPE_CHECKING:
+    from quotaform.plan.drift import DriftReport
 
 __all__ = [
     "PlanDecision",
@@ -33,6 +35,8 @@ __all__ = [
 
 def evaluate_volumes(policy: StoragePolicy, reading: VolumeReading) -> StorageEvaluation:
     """The storage policy judged on the volume usage read."""
+    from quotaform.plan.storage import evaluate  # only with a storage policy
+
     return evaluate(policy, reading.snapshots, now=reading.read_at, expected=reading.expected)
 
 
@@ -48,6 +52,8 @@ def scale_for_storage(
         return desired, None
     if facts.volumes is None:
         raise ValueError("a storage policy is declared: gather the volumes with the facts")
+    from quotaform.plan.storage import scale_desired
+
     evaluation = evaluate_volumes(desired.storage, facts.volumes)
     return scale_desired(desired, desired.storage, evaluation, facts.live)
 
@@ -100,5 +106,7 @@ def decide_plan(
 def decide_drift(desired: DesiredState, facts: ClusterFacts) -> DriftReport:
     """``quotaform drift``'s report: the live state against ``desired``
     scaled by its storage policy, with the probe view's enforcement."""
+    from quotaform.plan.drift import compute_drift  # not loaded by plan
+
     scaled, scaling = scale_for_storage(desired, facts)
     return compute_drift(scaled, facts.live, storage=scaling, enforcement=facts.enforcement)

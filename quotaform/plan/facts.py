@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from quotaform.kafka.names import parse_super_users
 from quotaform.plan.enforcement import QuotaEnforcement
@@ -29,6 +30,7 @@ __all__ = [
     "PrincipalFacts",
     "ScramUsers",
     "VolumeReading",
+    "VolumeSource",
 ]
 
 #: The broker setting naming the principals the authorizer allows everything
@@ -113,6 +115,34 @@ class PrincipalFacts:
     scram: ScramUsers | None = None
     super_users: BrokerSuperUsers | None = None
     super_users_problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeSource:
+    """Where volume usage comes from: snapshot files (JSON / JSON Lines),
+    the compacted ``topic``, or (neither) the live cluster (DescribeLogDirs).
+
+    The brokers that should report come from the cluster (DescribeCluster)
+    whenever a client is connected."""
+
+    snapshots: tuple[Path, ...] = ()
+    topic: str | None = None
+    read: tuple[BrokerSnapshot, ...] = ()
+    """Live usage this run has already read (``storage watch --publish``):
+    used instead of asking DescribeLogDirs again."""
+
+    @property
+    def live(self) -> bool:
+        """True when usage is read from the cluster itself."""
+        return not self.snapshots and self.topic is None and not self.read
+
+    def describe(self) -> str:
+        """How the source reads in messages."""
+        if self.snapshots:
+            return "snapshots " + ", ".join(str(p) for p in self.snapshots)
+        if self.topic:
+            return f"topic {self.topic}"
+        return "DescribeLogDirs"
 
 
 @dataclass(frozen=True, slots=True)
