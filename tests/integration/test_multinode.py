@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -36,7 +37,6 @@ from quotaform.sandbox.broker import default_state_dir
 from quotaform.sandbox.quorum import describe_cluster, describe_quorum
 from quotaform.words import per_broker_sentence, per_broker_text
 from tests.configcommand import run_config_command
-from tests.conftest import restore_cluster
 from tests.integration.helpers import eventually, quota, write_manifest
 
 # Under pytest-xdist one worker runs the whole module: its module fixture starts once.
@@ -50,7 +50,7 @@ PREFIX = f"mn{os.getpid()}-"
 
 
 @pytest.fixture(scope="module")
-def cluster(kafka_cluster: SandboxBroker) -> Iterator[SandboxBroker]:
+def cluster(kafka_cluster: SandboxBroker, restore_cluster: Any) -> Iterator[SandboxBroker]:
     """The session's cluster; this module's users are removed at its end."""
     yield kafka_cluster
     restore_cluster(kafka_cluster)
@@ -72,7 +72,7 @@ def cluster(kafka_cluster: SandboxBroker) -> Iterator[SandboxBroker]:
 
 
 @pytest.fixture
-def restored(cluster: SandboxBroker) -> Iterator[SandboxBroker]:
+def restored(cluster: SandboxBroker, restore_cluster: Any) -> Iterator[SandboxBroker]:
     """The cluster, with every node broken by the test restarted after it."""
     yield cluster
     restore_cluster(cluster)
