@@ -27,7 +27,7 @@ from quotaform.sandbox import (
     stop_broker,
     suspended_node,
 )
-from quotaform.sandbox.broker import _layout, _sandbox_of, _server_properties
+from quotaform.sandbox.broker.config import _layout, _sandbox_of, _server_properties
 from quotaform.sandbox.processes import CHILDREN
 
 #: The stand-in: writes "<monotonic ns> <node id>" to the log on SIGTERM, exits;
@@ -257,7 +257,7 @@ def test_up_by_name_returns_the_running_sandbox_unless_another_size_is_given(
     sandbox, _ = stand_ins
     states = tmp_path / "states"
     # the stand-ins speak no Kafka: readiness is taken as given here
-    monkeypatch.setattr("quotaform.sandbox.broker._wait_ready", lambda *args: None)
+    monkeypatch.setattr("quotaform.sandbox.broker.lifecycle._wait_ready", lambda *args: None)
     assert start_broker(name="fake", version="4.3.1", state_dir=states) == sandbox
     assert start_broker(name="fake", version="4.3.1", state_dir=states, brokers=2) == sandbox
     with pytest.raises(SandboxError, match="already runs with 2 brokers and 2 controllers"):
