@@ -126,6 +126,39 @@ def _print_result(
         )
 
 
+ApplyAutoApprove = Annotated[
+    bool,
+    typer.Option(
+        "--auto-approve", "-auto-approve", help="Skip the typed 'yes' (for pipelines)."
+    ),
+]
+
+ApplyReadbackTimeout = Annotated[
+    float,
+    typer.Option(
+        "--readback-timeout", help="Seconds to wait for the cluster to show the plan."
+    ),
+]
+
+ApplyLockTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        min=0.0,
+        help="Seconds to wait for another apply's lock on the cluster (default: fail at once).",
+    ),
+]
+
+ApplyNoLock = Annotated[
+    bool,
+    typer.Option(
+        "--no-lock",
+        help="Apply without the cluster's apply lock (for principals that may not "
+        "create the lock topic); concurrent applies are then not serialized.",
+    ),
+]
+
+
 @with_connection
 @with_budget
 @with_volumes
@@ -134,34 +167,10 @@ def apply(
     connection: ConnectionOptions = CONNECTION,
     output: Output = OutputFormat.text,
     budget: ChangeBudget = BUDGET,
-    auto_approve: Annotated[
-        bool,
-        typer.Option(
-            "--auto-approve", "-auto-approve", help="Skip the typed 'yes' (for pipelines)."
-        ),
-    ] = False,
-    readback_timeout: Annotated[
-        float,
-        typer.Option(
-            "--readback-timeout", help="Seconds to wait for the cluster to show the plan."
-        ),
-    ] = 30.0,
-    lock_timeout: Annotated[
-        float,
-        typer.Option(
-            "--lock-timeout",
-            min=0.0,
-            help="Seconds to wait for another apply's lock on the cluster (default: fail at once).",
-        ),
-    ] = 0.0,
-    no_lock: Annotated[
-        bool,
-        typer.Option(
-            "--no-lock",
-            help="Apply without the cluster's apply lock (for principals that may not "
-            "create the lock topic); concurrent applies are then not serialized.",
-        ),
-    ] = False,
+    auto_approve: ApplyAutoApprove = False,
+    readback_timeout: ApplyReadbackTimeout = 30.0,
+    lock_timeout: ApplyLockTimeout = 0.0,
+    no_lock: ApplyNoLock = False,
     volumes: VolumeSource = VOLUMES,
 ) -> None:
     """Plan, ask for 'yes', then apply: validate_only pre-check, alter, read-back.
