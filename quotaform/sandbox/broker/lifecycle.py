@@ -84,6 +84,7 @@ def start_broker(
     controllers: int | None = None,
 ) -> SandboxBroker:
     """Start sandbox ``name`` and return once every broker answers Kafka requests.
+    (Over 80 lines: half of them this description of what ``up`` promises.)
 
     One broker and one controller (the default) are one combined KRaft node.
     Otherwise ``controllers`` controller-only nodes form a static quorum
