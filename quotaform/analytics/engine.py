@@ -265,6 +265,60 @@ def tags_after_text(res: Resolution) -> str:
     return ",".join(parts)
 
 
+def _impact_row(
+    row: Row,
+    res: Resolution,
+    change: str,
+    observed: float,
+    window_s: float,
+    request_sizes: Mapping[str, float],
+) -> Row:
+    """One group's row of :func:`impact`: its quota before and after, and
+    what the observed demand meets under the new one."""
+    quota_key = row["quota_key"]
+    size, source = request_size(
+        quota_key, res.value, given=request_sizes.get(quota_key), window_s=window_s
+    )
+    predicted = steady_throttle_ms(quota_key, observed, res.value, size)
+    level_after = res.level.number if res.level is not None else None
+    entity_after = entity_json(res.entity)
+    return {
+        "cluster": row["cluster"],
+        "broker": row["broker"],
+        "user": row["user"],
+        "client_id": row["client_id"],
+        "ip": row["ip"],
+        "quota_key": row["quota_key"],
+        "quota_before": row["quota_value"],
+        "quota_after": res.value,
+        "level_before": row["level"],
+        "level_after": level_after,
+        "entity_before": row["entity"],
+        "entity_after": entity_after,
+        "group_change": change,
+        "tags_after": tags_after_text(res),
+        "p99": row["p99"],
+        "predicted_throttle_ms": predicted,
+        "throttled_before": bool(row["censored"]),
+        "newly_throttled": predicted > 0 and not row["censored"],
+        "first_throttle_ms": first_throttle_ms(
+            quota_key, observed, res.value, size, window_s=window_s
+        ),
+        "throughput_after": throughput_after(
+            quota_key, observed, res.value, size, window_s=window_s
+        ),
+        "demand_cut": demand_cut(observed, res.value),
+        "request_bytes": size,
+        "request_bytes_source": source,
+        "brokers_observed": row["brokers_observed"],
+        "cluster_p99": row["cluster_p99"],
+        "cluster_ceiling_before": ceiling(
+            quota_key, row["quota_value"], row["brokers_observed"]
+        ),
+        "cluster_ceiling_after": ceiling(quota_key, res.value, row["brokers_observed"]),
+    }
+
+
 def impact(
     util: Sequence[Row],
     after: Mapping[str, QuotaIndex],
@@ -320,48 +374,7 @@ def impact(
             continue
         key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
         observed = merged[key] if change == GROUP_MERGES else (row["p99"] or 0.0)
-        quota_key = row["quota_key"]
-        size, source = request_size(
-            quota_key, res.value, given=(request_sizes or {}).get(quota_key), window_s=window_s
-        )
-        predicted = steady_throttle_ms(quota_key, observed, res.value, size)
-        out.append(
-            {
-                "cluster": row["cluster"],
-                "broker": row["broker"],
-                "user": row["user"],
-                "client_id": row["client_id"],
-                "ip": row["ip"],
-                "quota_key": row["quota_key"],
-                "quota_before": row["quota_value"],
-                "quota_after": res.value,
-                "level_before": row["level"],
-                "level_after": level_after,
-                "entity_before": row["entity"],
-                "entity_after": entity_after,
-                "group_change": change,
-                "tags_after": tags_after_text(res),
-                "p99": row["p99"],
-                "predicted_throttle_ms": predicted,
-                "throttled_before": bool(row["censored"]),
-                "newly_throttled": predicted > 0 and not row["censored"],
-                "first_throttle_ms": first_throttle_ms(
-                    quota_key, observed, res.value, size, window_s=window_s
-                ),
-                "throughput_after": throughput_after(
-                    quota_key, observed, res.value, size, window_s=window_s
-                ),
-                "demand_cut": demand_cut(observed, res.value),
-                "request_bytes": size,
-                "request_bytes_source": source,
-                "brokers_observed": row["brokers_observed"],
-                "cluster_p99": row["cluster_p99"],
-                "cluster_ceiling_before": ceiling(
-                    quota_key, row["quota_value"], row["brokers_observed"]
-                ),
-                "cluster_ceiling_after": ceiling(quota_key, res.value, row["brokers_observed"]),
-            }
-        )
+        out.append(_impact_row(row, res, change, observed, window_s, request_sizes or {}))
     return sorted(
         out, key=lambda r: (not r["newly_throttled"], -r["predicted_throttle_ms"], _group_order(r))
     )
