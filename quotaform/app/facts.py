@@ -2,7 +2,7 @@
 cluster into one :class:`~quotaform.plan.facts.ClusterFacts`.
 
 After the cluster id check, the reads are independent of each other and go
-out together over the one connection (kafka-python's admin client runs its
+out together through the one admin client (kafka-python's client runs its
 I/O on one thread that serves concurrent callers): the live quotas (one
 strict DescribeClientQuotas per shape), the brokers and their configuration
 (DescribeCluster, DescribeConfigs: the quota callback and ``super.users``),
