@@ -106,6 +106,36 @@ def _resolution_fields(res: Resolution) -> dict[str, Any]:
     }
 
 
+def _samples_by_group(
+    rows: Iterable[UsageRow],
+) -> tuple[
+    dict[_GroupKey, list[float]],
+    dict[_GroupKey, list[float]],
+    dict[_ClusterKey, dict[str, list[tuple[int, float]]]],
+]:
+    """The samples of every (cluster, broker, group, key): usage (NaN left
+    out; a group with only NaN has an empty list), throttle-time, and the
+    timed usage per broker of each cluster-wide group."""
+    usage: dict[_GroupKey, list[float]] = defaultdict(list)
+    throttle: dict[_GroupKey, list[float]] = defaultdict(list)
+    timed: dict[_ClusterKey, dict[str, list[tuple[int, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for row in rows:
+        key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
+        if row.kind == "usage":
+            if not math.isnan(row.value):
+                usage[key].append(row.value)
+                timed[_cluster_key(key)][row.broker].append(
+                    (epoch_micros(row.timestamp), row.value)
+                )
+            else:
+                usage.setdefault(key, [])
+        else:
+            throttle[key].append(row.value)
+    return usage, throttle, timed
+
+
 def utilisation(
     rows: Iterable[UsageRow],
     configs: Mapping[str, QuotaIndex],
@@ -129,23 +159,7 @@ def utilisation(
         ValueError: ``align_s`` is not a positive duration.
     """
     align_us = align_micros(align_s)
-    usage: dict[_GroupKey, list[float]] = defaultdict(list)
-    throttle: dict[_GroupKey, list[float]] = defaultdict(list)
-    timed: dict[_ClusterKey, dict[str, list[tuple[int, float]]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for row in rows:
-        key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
-        if row.kind == "usage":
-            if not math.isnan(row.value):
-                usage[key].append(row.value)
-                timed[_cluster_key(key)][row.broker].append(
-                    (epoch_micros(row.timestamp), row.value)
-                )
-            else:
-                usage.setdefault(key, [])
-        else:
-            throttle[key].append(row.value)
+    usage, throttle, timed = _samples_by_group(rows)
     brokers: dict[_ClusterKey, int] = defaultdict(int)
     for key in usage:
         brokers[_cluster_key(key)] += 1
@@ -421,12 +435,8 @@ def recommend(
         peak = max(peaks)
         quota = rows[0]["quota_value"]
         censored = any(r["censored"] for r in rows)
-        target = peak * headroom
-        note = None
-        if censored:
-            note = CENSORED_NOTE
-            if quota is not None:
-                target = max(target, quota * headroom)
+        target = _target(peak, quota if censored else None, headroom)
+        note = CENSORED_NOTE if censored else None
         recommended = readable_quota(key, target)
         points = tuple(
             (share, _max_of(rows, column))
@@ -464,6 +474,14 @@ def recommend(
     return sorted(
         out, key=lambda r: (r["cluster"], r["user"], r["client_id"], r["ip"] or "", r["quota_key"])
     )
+
+
+def _target(peak: float, held_at: float | None, headroom: float) -> float:
+    """``peak`` x ``headroom``; a group held at quota ``held_at`` (censored:
+    its true demand is unknown) is never recommended below ``held_at`` x
+    ``headroom``."""
+    target = peak * headroom
+    return target if held_at is None else max(target, held_at * headroom)
 
 
 def _max_of(rows: Sequence[Row], column: str) -> float | None:
