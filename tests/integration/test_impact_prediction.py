@@ -53,8 +53,7 @@ from quotaform.cli.app import app
 from quotaform.sandbox import SandboxBroker
 from quotaform.sandbox.load import LoadResult, client_processes, consume, produce
 
-from .conftest import LONG_WINDOWS, METRICS_SAMPLE_S
-from .helpers import quota, write_manifest
+from .helpers import LONG_WINDOWS, METRICS_SAMPLE_S, quota, write_manifest
 
 # One worker of pytest-xdist holds the session's JMX broker and every module using it.
 pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("jmx")]
