@@ -275,8 +275,10 @@ def impact(
     """The rows of ``util`` (made under the configuration before the change)
     whose effective quota, source or quota group changes under ``after``,
     with what the observed p99 (the demand O) meets there
-    (:mod:`quotaform.kafka.impact`): ``throughput_after`` (``min(O, T)``; whole
-    fetches for consumers),
+    (:mod:`quotaform.kafka.impact`): ``throughput_after``, what the group's
+    clients measure themselves (its typical rate, the p50, while O <= T; the
+    held rate, T or whole fetches for consumers, when O > T, at most the
+    p50),
     ``demand_cut``, the steady-state mean throttle the broker's
     ``throttle-time`` metric reports (``predicted_throttle_ms``, ``S / T``)
     for requests of ``request_bytes`` (S: ``request_sizes[key]`` when given,
@@ -291,7 +293,7 @@ def impact(
     divides by client id or user: broker metrics cannot split its usage, so
     the prediction uses the whole group's), ``merges`` (it joins a broader
     group: the observed p99 of every group merging into the same tags on the
-    broker is summed, an upper bound). Sorted: newly throttled first, then by
+    broker is summed, an upper bound; their p50 too). Sorted: newly throttled first, then by
     predicted throttle, then by group.
     """
     resolved = []
@@ -303,10 +305,11 @@ def impact(
         split = bool(variants(index, principal, row["quota_key"]))
         resolved.append((row, tags, res, group_change(tags, res.tags, split=split)))
     merged: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    merged_typical: dict[tuple[str, str, str, str], float] = defaultdict(float)
     for row, _, res, _change in resolved:
-        merged[(row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))] += (
-            row["p99"] or 0.0
-        )
+        tags_key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
+        merged[tags_key] += row["p99"] or 0.0
+        merged_typical[tags_key] += row["p50"] or 0.0
     out = []
     for row, _tags, res, change in resolved:
         level_after = res.level.number if res.level is not None else None
@@ -320,11 +323,12 @@ def impact(
             continue
         key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
         observed = merged[key] if change == GROUP_MERGES else (row["p99"] or 0.0)
+        typical = merged_typical[key] if change == GROUP_MERGES else (row["p50"] or 0.0)
         quota_key = row["quota_key"]
         size, source = request_size(
             quota_key, res.value, given=(request_sizes or {}).get(quota_key), window_s=window_s
         )
-        predicted = steady_throttle_ms(quota_key, observed, res.value, size)
+        predicted = steady_throttle_ms(quota_key, observed, res.value, size, window_s=window_s)
         out.append(
             {
                 "cluster": row["cluster"],
@@ -349,7 +353,7 @@ def impact(
                     quota_key, observed, res.value, size, window_s=window_s
                 ),
                 "throughput_after": throughput_after(
-                    quota_key, observed, res.value, size, window_s=window_s
+                    quota_key, observed, res.value, size, window_s=window_s, typical=typical
                 ),
                 "demand_cut": demand_cut(observed, res.value),
                 "request_bytes": size,
@@ -360,6 +364,7 @@ def impact(
                     quota_key, row["quota_value"], row["brokers_observed"]
                 ),
                 "cluster_ceiling_after": ceiling(quota_key, res.value, row["brokers_observed"]),
+                "p50": row["p50"],
             }
         )
     return sorted(

@@ -593,6 +593,7 @@ def impact(
         change.alias("group_change"),
         tags_after.alias("tags_after"),
         F.col("u.p99").alias("p99"),
+        F.col("u.p50").alias("p50"),
         F.col("u.censored").alias("throttled_before"),
         F.col("u.brokers_observed").alias("brokers_observed"),
         F.col("u.cluster_p99").alias("cluster_p99"),
@@ -602,6 +603,10 @@ def impact(
         F.col("group_change") == GROUP_MERGES,
         F.sum(F.coalesce(F.col("p99"), F.lit(0.0))).over(merged),
     ).otherwise(F.coalesce(F.col("p99"), F.lit(0.0)))
+    typical = F.when(
+        F.col("group_change") == GROUP_MERGES,
+        F.sum(F.coalesce(F.col("p50"), F.lit(0.0))).over(merged),
+    ).otherwise(F.coalesce(F.col("p50"), F.lit(0.0)))
     changed = staged.where(
         (F.col("group_change") != GROUP_SAME)
         | ~F.col("quota_before").eqNullSafe(F.col("quota_after"))
@@ -609,7 +614,7 @@ def impact(
         | ~F.col("entity_before").eqNullSafe(F.col("entity_after"))
     )
     # The merged sum runs over every observed group, changed or not.
-    all_rows = staged.withColumn("observed", observed).alias("s")
+    all_rows = staged.withColumn("observed", observed).withColumn("typical", typical).alias("s")
     keep = changed.select(*GROUP_COLUMNS).alias("k")
     with_observed = all_rows.join(
         keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in GROUP_COLUMNS], "left_semi"
@@ -622,7 +627,7 @@ def impact(
         "request_bytes_source", source
     )
     size = F.col("request_bytes")
-    predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size)
+    predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size, window_s=window_s)
     nodes = columns.enforcing_nodes(key, F.col("brokers_observed"))
     computed = {
         "predicted_throttle_ms": predicted,
@@ -631,7 +636,7 @@ def impact(
             key, observed_col, quota_after, size, window_s=window_s
         ),
         "throughput_after": columns.throughput_after(
-            key, observed_col, quota_after, size, window_s=window_s
+            key, observed_col, quota_after, size, window_s=window_s, typical=F.col("typical")
         ),
         "demand_cut": columns.demand_cut(observed_col, quota_after),
         "cluster_ceiling_before": F.col("quota_before") * nodes,
