@@ -198,8 +198,8 @@ def whole_fetch_rate(
     quota: float, size: float, *, window_s: float = DEFAULT_QUOTA_WINDOW_S
 ) -> float:
     """What a consumer held by ``quota`` (bytes/s) with fetches of ``size``
-    bytes (S) measures itself, bytes/s: whole fetches only, each followed by
-    the throttle time of the fetch refused after it.
+    bytes (S) gets, bytes/s, as it measures itself: whole fetches only, and
+    after them fetches refused until the window frees.
 
     From the broker's code (``KafkaApis`` fetch path, ``ClientQuotaManager``,
     ``SampledStat``, ``Rate``) and the client's (KIP-219: a throttled
@@ -209,29 +209,40 @@ def whole_fetch_rate(
 
     * a fetch is recorded in the 1 s sample holding its time; the sample, and
       so the fetch, leaves the window ``quota.window.num`` x
-      ``quota.window.size.seconds`` after the sample began: 10 to 11 s after
-      the fetch, W' = ``window_s - quota.window.size.seconds / 2`` = 10.5 s on
-      average;
+      ``quota.window.size.seconds`` after the sample began: L = 10 to 11 s
+      after the fetch (W' = ``window_s - quota.window.size.seconds / 2`` =
+      10.5 s on average);
     * a fetch that would take the window's rate over T is answered EMPTY
       and un-recorded, so at most ``k = max(1, floor(T x W' / S))`` whole
-      fetches are in the window;
-    * with the window full (k fetches), each fetch asked is refused with
-      ``X = (O - T) / T x W = (k + 1) x S / T - W'`` ms
+      fetches are in the window; the k pass together once it is free (each
+      asked at once after the one before);
+    * with the window full, each fetch asked is refused with
+      ``X = (O - T) / T x W = (k + 1) x S / T - W'`` s
       (``QuotaUtils.throttleTime``, O the rate with the asked fetch), and the
-      consumer asks again only X later;
-    * so once the window's fetches leave it, the next fetch comes on average
-      X / 2 later: k fetches every ``W' + X / 2 = (W' + (k + 1) x S / T) / 2``
-      seconds.
+      consumer asks again only X later: it asks at X, 2X, ... after the k
+      fetches, and the first ask at or after L passes.
 
-    ``2 x k x S / (W' + (k + 1) x S / T)``, at most T. Under 512 KiB/s with 1
-    MiB fetches: k = 5, X = 1.5 s, 5 MiB every 11.25 s = 466,034 B/s (the
-    broker's own ``byte-rate``, the bytes in the window over it, reads k x S
-    / W' = 499,322 B/s); under 150 KiB/s: k = 1, X = 3.48 s, 1 MiB every
-    12.24 s.
+    So k fetches every ``P = X x E[ceil(L / X)]``, L uniform over the
+    sample's second: ``k x S / P``, at most T. Under 512 KiB/s with 1 MiB
+    fetches: k = 5, X = 1.5 s, asks 7 or 8 times: 5 MiB every 11.25 s =
+    466,034 B/s (the broker's own ``byte-rate``, the bytes in the window
+    over it, reads k x S / W' = 499,322 B/s); under 150 KiB/s: k = 1, X =
+    3.15 s, 1 MiB every 4 x X = 12.6 s = 83,132 B/s.
     """
     held_s, fit = _whole_fetches(quota, size, window_s)
-    cycle_s = (held_s + (fit + 1) * size / quota) / 2
-    return min(quota, fit * size / cycle_s)
+    refused_s = (fit + 1) * size / quota - held_s
+    first_s, last_s = window_s - QUOTA_WINDOW_SIZE_S, window_s
+    asks = (_ceil_integral(last_s, refused_s) - _ceil_integral(first_s, refused_s)) / (
+        last_s - first_s
+    )
+    return min(quota, fit * size / (refused_s * asks))
+
+
+def _ceil_integral(upto: float, step: float) -> float:
+    """``integral of ceil(x / step) dx`` from 0 to ``upto`` (``n = floor(upto
+    / step)`` whole steps, then the part step)."""
+    n = math.floor(upto / step)
+    return step * n * (n + 1) / 2 + (n + 1) * (upto - n * step)
 
 
 def _whole_fetches(quota: float, size: float, window_s: float) -> tuple[float, int]:

@@ -217,12 +217,23 @@ def _limited(observed: Column, quota: Column) -> Column:
 
 
 def whole_fetch_rate(quota: Column, size: Column, *, window_s: float) -> Column:
-    """:func:`quotaform.kafka.impact.whole_fetch_rate`: ``k x S / ((W' + (k + 1)
-    x S / T) / 2)`` (``k = max(1, floor(T x W' / S))``, ``W' = window_s -
-    quota.window.size.seconds / 2``), at most T, term for term."""
+    """:func:`quotaform.kafka.impact.whole_fetch_rate`: ``k x S / (X x
+    E[ceil(L / X)])`` (``k = max(1, floor(T x W' / S))``, ``W' = window_s -
+    quota.window.size.seconds / 2``, ``X = (k + 1) x S / T - W'``, L uniform
+    over the window's last sample), at most T, term for term."""
     held, fit = _whole_fetches(quota, size, window_s)
-    cycle = (held + (fit + F.lit(1.0)) * size / quota) / F.lit(2.0)
-    return F.least(quota, fit * size / cycle)
+    refused = (fit + F.lit(1.0)) * size / quota - held
+    first, last = window_s - QUOTA_WINDOW_SIZE_S, window_s
+    asks = (_ceil_integral(F.lit(last), refused) - _ceil_integral(F.lit(first), refused)) / F.lit(
+        last - first
+    )
+    return F.least(quota, fit * size / (refused * asks))
+
+
+def _ceil_integral(upto: Column, step: Column) -> Column:
+    """:func:`quotaform.kafka.impact._ceil_integral`, term for term."""
+    n = F.floor(upto / step).cast("double")
+    return step * n * (n + F.lit(1.0)) / F.lit(2.0) + (n + F.lit(1.0)) * (upto - n * step)
 
 
 def _whole_fetches(quota: Column, size: Column, window_s: float) -> tuple[Column, Column]:
