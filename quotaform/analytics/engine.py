@@ -284,16 +284,18 @@ def _impact_row(
     res: Resolution,
     change: str,
     observed: float,
+    typical: float,
     window_s: float,
     request_sizes: Mapping[str, float],
 ) -> Row:
     """One group's row of :func:`impact`: its quota before and after, and
-    what the observed demand meets under the new one."""
+    what the observed demand (``observed``, the p99) meets under the new one;
+    ``typical`` (the p50) is what its clients measure while not held."""
     quota_key = row["quota_key"]
     size, source = request_size(
         quota_key, res.value, given=request_sizes.get(quota_key), window_s=window_s
     )
-    predicted = steady_throttle_ms(quota_key, observed, res.value, size)
+    predicted = steady_throttle_ms(quota_key, observed, res.value, size, window_s=window_s)
     level_after = res.level.number if res.level is not None else None
     entity_after = entity_json(res.entity)
     return {
@@ -319,17 +321,16 @@ def _impact_row(
             quota_key, observed, res.value, size, window_s=window_s
         ),
         "throughput_after": throughput_after(
-            quota_key, observed, res.value, size, window_s=window_s
+            quota_key, observed, res.value, size, window_s=window_s, typical=typical
         ),
         "demand_cut": demand_cut(observed, res.value),
         "request_bytes": size,
         "request_bytes_source": source,
         "brokers_observed": row["brokers_observed"],
         "cluster_p99": row["cluster_p99"],
-        "cluster_ceiling_before": ceiling(
-            quota_key, row["quota_value"], row["brokers_observed"]
-        ),
+        "cluster_ceiling_before": ceiling(quota_key, row["quota_value"], row["brokers_observed"]),
         "cluster_ceiling_after": ceiling(quota_key, res.value, row["brokers_observed"]),
+        "p50": row["p50"],
     }
 
 
@@ -343,8 +344,10 @@ def impact(
     """The rows of ``util`` (made under the configuration before the change)
     whose effective quota, source or quota group changes under ``after``,
     with what the observed p99 (the demand O) meets there
-    (:mod:`quotaform.kafka.impact`): ``throughput_after`` (``min(O, T)``; whole
-    fetches for consumers),
+    (:mod:`quotaform.kafka.impact`): ``throughput_after``, what the group's
+    clients measure themselves (its typical rate, the p50, while O <= T; the
+    held rate, T or whole fetches for consumers, when O > T, at most the
+    p50),
     ``demand_cut``, the steady-state mean throttle the broker's
     ``throttle-time`` metric reports (``predicted_throttle_ms``, ``S / T``)
     for requests of ``request_bytes`` (S: ``request_sizes[key]`` when given,
@@ -359,7 +362,7 @@ def impact(
     divides by client id or user: broker metrics cannot split its usage, so
     the prediction uses the whole group's), ``merges`` (it joins a broader
     group: the observed p99 of every group merging into the same tags on the
-    broker is summed, an upper bound). Sorted: newly throttled first, then by
+    broker is summed, an upper bound; their p50 too). Sorted: newly throttled first, then by
     predicted throttle, then by group.
     """
     resolved = []
@@ -371,10 +374,11 @@ def impact(
         split = bool(variants(index, principal, row["quota_key"]))
         resolved.append((row, tags, res, group_change(tags, res.tags, split=split)))
     merged: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    merged_typical: dict[tuple[str, str, str, str], float] = defaultdict(float)
     for row, _, res, _change in resolved:
-        merged[(row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))] += (
-            row["p99"] or 0.0
-        )
+        tags_key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
+        merged[tags_key] += row["p99"] or 0.0
+        merged_typical[tags_key] += row["p50"] or 0.0
     out = []
     for row, _tags, res, change in resolved:
         level_after = res.level.number if res.level is not None else None
@@ -388,7 +392,8 @@ def impact(
             continue
         key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
         observed = merged[key] if change == GROUP_MERGES else (row["p99"] or 0.0)
-        out.append(_impact_row(row, res, change, observed, window_s, request_sizes or {}))
+        typical = merged_typical[key] if change == GROUP_MERGES else (row["p50"] or 0.0)
+        out.append(_impact_row(row, res, change, observed, typical, window_s, request_sizes or {}))
     return sorted(
         out, key=lambda r: (not r["newly_throttled"], -r["predicted_throttle_ms"], _group_order(r))
     )

@@ -621,11 +621,13 @@ def impact(
     (the change) against --snapshot / the live cluster (now).
 
     DIR/impact.parquet: one row per changed (group, key) with quota_before,
-    quota_after, level_before, level_after, p99 (the demand O),
-    throughput_after (min(O, T); whole fetches of S for consumers: k x S / 10.5 s),
+    quota_after, level_before, level_after, p99 (the demand O), p50 (the
+    typical rate), throughput_after (what the clients measure: p50 while
+    O <= T; held, T, or whole fetches of S for consumers, at most p50),
     demand_cut, predicted_throttle_ms (the
-    steady-state mean the broker's throttle-time reports: S / T, S from
-    --request-bytes or the defaults), first_throttle_ms ((O - T) / T x W);
+    steady-state mean the broker's throttle-time reports: S / T, a consumer's
+    refused fetch (k + 1) x S / T - 10.5 s; S from --request-bytes or the
+    defaults), first_throttle_ms ((O - T) / T x W);
     brokers_observed, cluster_p99, cluster_ceiling_before and
     cluster_ceiling_after (the quotas on each of those brokers); groups
     newly throttled first.
