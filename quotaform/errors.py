@@ -5,7 +5,8 @@ Library code raises these and never prints or exits; the CLI catches
 exits with ``error.exit_code``.
 
 Exit codes, for every command: :data:`EXIT_CODE_MEANINGS` (the README's table).
-``sandbox status`` follows LSB init scripts: 3 not running, 4 not answering.
+``sandbox status`` follows LSB init scripts: 3 not running, 4 not answering
+or degraded (some nodes down).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ EXIT_CODE_MEANINGS: Mapping[int, str] = MappingProxyType(
         EXIT_PARTIAL: "apply: partial (some entities applied, others failed, unknown or not "
         "sent); sandbox status: not running",
         EXIT_NOT_CONVERGED: "apply: every entity applied but the read-back did not match "
-        "in time; sandbox status: not answering",
+        "in time; sandbox status: not answering, or some nodes down (degraded)",
         EXIT_STALE_PLAN: "apply PLANFILE: the saved plan is stale (the cluster changed since "
         "it was made); nothing applied",
         EXIT_LOCK_HELD: "apply: everything the report says was done, but the apply lock could "

@@ -14,7 +14,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, escape_unprintable
-from quotaform.kafka.resolution import Fallback, Level, MetricTags, Principal, Resolution
+from quotaform.kafka.removals import Fallback
+from quotaform.kafka.resolution import Level, MetricTags, Principal, Resolution
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.drift import DriftReport
 from quotaform.plan.enforcement import QUOTA_CALLBACK_CONFIG, QuotaEnforcement

@@ -1,6 +1,9 @@
-"""Run the impact-model scenarios (tests/integration/test_impact_prediction.py)
-on a fresh sandbox broker ``--repeat`` times and print every run's predicted
-and measured numbers with the error, then each row's median error.
+"""Run the impact-model scenarios (tests/integration/test_impact_prediction.py:
+a producer held to a third of its rate, a producer staying under its new
+quota, consumers admitted 1, 2 and 5 whole fetches per window, each client
+measuring its own throughput) on a fresh sandbox broker ``--repeat`` times
+and print every run's predicted and measured numbers with the error, then
+each row's median error.
 
     python scripts/impact_scenarios.py --repeat 3 [--long]
 

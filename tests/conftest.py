@@ -61,7 +61,7 @@ def _stop_orphans() -> None:
 
 
 @contextlib.contextmanager
-def sandbox_broker(name: str, **options: Any) -> Iterator[SandboxBroker]:
+def _sandbox_broker(name: str, **options: Any) -> Iterator[SandboxBroker]:
     """Start a sandbox broker named ``name`` (options as for ``start_broker``),
     yield it, and always stop it. If it cannot start, the test FAILS with the
     reason (never skips), so a missing Java or Maven cannot turn a red run green.
@@ -87,9 +87,17 @@ def sandbox_broker(name: str, **options: Any) -> Iterator[SandboxBroker]:
 
 
 @pytest.fixture(scope="session")
+def sandbox_broker() -> Callable[..., contextlib.AbstractContextManager[SandboxBroker]]:
+    """``with sandbox_broker(name, **options) as broker``: a sandbox broker of
+    the test's own (options as for ``start_broker``), always stopped after;
+    if it cannot start, the test FAILS with the reason (never skips)."""
+    return _sandbox_broker
+
+
+@pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[SandboxBroker]:
     """The session's sandbox broker (``broker.bootstrap`` is ``127.0.0.1:PORT``)."""
-    with sandbox_broker(f"{_SESSION_PREFIX}{os.getpid()}") as broker:
+    with _sandbox_broker(f"{_SESSION_PREFIX}{os.getpid()}") as broker:
         yield broker
 
 
@@ -119,14 +127,14 @@ def kafka_cluster() -> Iterator[SandboxBroker]:
     Every test shares it: use a unique entity prefix (the ``uniq`` fixture)
     and remove what you create. A test that breaks a node
     (``kill_node``, ``stop_node``, ``suspended_node``) restores it before it
-    ends: :func:`restore_cluster` restarts every node that is down.
+    ends: the ``restore_cluster`` fixture restarts every node that is down.
     """
     name = f"{_SESSION_PREFIX}cluster-{os.getpid()}"
-    with sandbox_broker(name, brokers=CLUSTER_BROKERS, controllers=CLUSTER_CONTROLLERS) as cluster:
+    with _sandbox_broker(name, brokers=CLUSTER_BROKERS, controllers=CLUSTER_CONTROLLERS) as cluster:
         yield cluster
 
 
-def restore_cluster(cluster: SandboxBroker) -> SandboxBroker:
+def _restore_cluster(cluster: SandboxBroker) -> SandboxBroker:
     """Restart every node of ``cluster`` that is not running (killed or
     stopped by a fault test) on its own log dir, and return once every broker
     is registered again; a cluster whose nodes all run is returned as it is."""
@@ -139,6 +147,13 @@ def restore_cluster(cluster: SandboxBroker) -> SandboxBroker:
         brokers=len(cluster.brokers),
         controllers=len(cluster.controllers),
     )
+
+
+@pytest.fixture(scope="session")
+def restore_cluster() -> Callable[[SandboxBroker], SandboxBroker]:
+    """``restore_cluster(cluster)``: restart every node of ``cluster`` that is
+    not running and return once every broker is registered again."""
+    return _restore_cluster
 
 
 @pytest.fixture(scope="session")

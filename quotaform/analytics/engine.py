@@ -106,6 +106,36 @@ def _resolution_fields(res: Resolution) -> dict[str, Any]:
     }
 
 
+def _samples_by_group(
+    rows: Iterable[UsageRow],
+) -> tuple[
+    dict[_GroupKey, list[float]],
+    dict[_GroupKey, list[float]],
+    dict[_ClusterKey, dict[str, list[tuple[int, float]]]],
+]:
+    """The samples of every (cluster, broker, group, key): usage (NaN left
+    out; a group with only NaN has an empty list), throttle-time, and the
+    timed usage per broker of each cluster-wide group."""
+    usage: dict[_GroupKey, list[float]] = defaultdict(list)
+    throttle: dict[_GroupKey, list[float]] = defaultdict(list)
+    timed: dict[_ClusterKey, dict[str, list[tuple[int, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for row in rows:
+        key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
+        if row.kind == "usage":
+            if not math.isnan(row.value):
+                usage[key].append(row.value)
+                timed[_cluster_key(key)][row.broker].append(
+                    (epoch_micros(row.timestamp), row.value)
+                )
+            else:
+                usage.setdefault(key, [])
+        else:
+            throttle[key].append(row.value)
+    return usage, throttle, timed
+
+
 def utilisation(
     rows: Iterable[UsageRow],
     configs: Mapping[str, QuotaIndex],
@@ -129,23 +159,7 @@ def utilisation(
         ValueError: ``align_s`` is not a positive duration.
     """
     align_us = align_micros(align_s)
-    usage: dict[_GroupKey, list[float]] = defaultdict(list)
-    throttle: dict[_GroupKey, list[float]] = defaultdict(list)
-    timed: dict[_ClusterKey, dict[str, list[tuple[int, float]]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for row in rows:
-        key = (row.cluster, row.broker, row.user, row.client_id, row.ip, row.quota_key)
-        if row.kind == "usage":
-            if not math.isnan(row.value):
-                usage[key].append(row.value)
-                timed[_cluster_key(key)][row.broker].append(
-                    (epoch_micros(row.timestamp), row.value)
-                )
-            else:
-                usage.setdefault(key, [])
-        else:
-            throttle[key].append(row.value)
+    usage, throttle, timed = _samples_by_group(rows)
     brokers: dict[_ClusterKey, int] = defaultdict(int)
     for key in usage:
         brokers[_cluster_key(key)] += 1
@@ -265,6 +279,61 @@ def tags_after_text(res: Resolution) -> str:
     return ",".join(parts)
 
 
+def _impact_row(
+    row: Row,
+    res: Resolution,
+    change: str,
+    observed: float,
+    typical: float,
+    window_s: float,
+    request_sizes: Mapping[str, float],
+) -> Row:
+    """One group's row of :func:`impact`: its quota before and after, and
+    what the observed demand (``observed``, the p99) meets under the new one;
+    ``typical`` (the p50) is what its clients measure while not held."""
+    quota_key = row["quota_key"]
+    size, source = request_size(
+        quota_key, res.value, given=request_sizes.get(quota_key), window_s=window_s
+    )
+    predicted = steady_throttle_ms(quota_key, observed, res.value, size, window_s=window_s)
+    level_after = res.level.number if res.level is not None else None
+    entity_after = entity_json(res.entity)
+    return {
+        "cluster": row["cluster"],
+        "broker": row["broker"],
+        "user": row["user"],
+        "client_id": row["client_id"],
+        "ip": row["ip"],
+        "quota_key": row["quota_key"],
+        "quota_before": row["quota_value"],
+        "quota_after": res.value,
+        "level_before": row["level"],
+        "level_after": level_after,
+        "entity_before": row["entity"],
+        "entity_after": entity_after,
+        "group_change": change,
+        "tags_after": tags_after_text(res),
+        "p99": row["p99"],
+        "predicted_throttle_ms": predicted,
+        "throttled_before": bool(row["censored"]),
+        "newly_throttled": predicted > 0 and not row["censored"],
+        "first_throttle_ms": first_throttle_ms(
+            quota_key, observed, res.value, size, window_s=window_s
+        ),
+        "throughput_after": throughput_after(
+            quota_key, observed, res.value, size, window_s=window_s, typical=typical
+        ),
+        "demand_cut": demand_cut(observed, res.value),
+        "request_bytes": size,
+        "request_bytes_source": source,
+        "brokers_observed": row["brokers_observed"],
+        "cluster_p99": row["cluster_p99"],
+        "cluster_ceiling_before": ceiling(quota_key, row["quota_value"], row["brokers_observed"]),
+        "cluster_ceiling_after": ceiling(quota_key, res.value, row["brokers_observed"]),
+        "p50": row["p50"],
+    }
+
+
 def impact(
     util: Sequence[Row],
     after: Mapping[str, QuotaIndex],
@@ -275,8 +344,10 @@ def impact(
     """The rows of ``util`` (made under the configuration before the change)
     whose effective quota, source or quota group changes under ``after``,
     with what the observed p99 (the demand O) meets there
-    (:mod:`quotaform.kafka.impact`): ``throughput_after`` (``min(O, T)``; whole
-    fetches for consumers),
+    (:mod:`quotaform.kafka.impact`): ``throughput_after``, what the group's
+    clients measure themselves (its typical rate, the p50, while O <= T; the
+    held rate, T or whole fetches for consumers, when O > T, at most the
+    p50),
     ``demand_cut``, the steady-state mean throttle the broker's
     ``throttle-time`` metric reports (``predicted_throttle_ms``, ``S / T``)
     for requests of ``request_bytes`` (S: ``request_sizes[key]`` when given,
@@ -291,7 +362,7 @@ def impact(
     divides by client id or user: broker metrics cannot split its usage, so
     the prediction uses the whole group's), ``merges`` (it joins a broader
     group: the observed p99 of every group merging into the same tags on the
-    broker is summed, an upper bound). Sorted: newly throttled first, then by
+    broker is summed, an upper bound; their p50 too). Sorted: newly throttled first, then by
     predicted throttle, then by group.
     """
     resolved = []
@@ -303,10 +374,11 @@ def impact(
         split = bool(variants(index, principal, row["quota_key"]))
         resolved.append((row, tags, res, group_change(tags, res.tags, split=split)))
     merged: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    merged_typical: dict[tuple[str, str, str, str], float] = defaultdict(float)
     for row, _, res, _change in resolved:
-        merged[(row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))] += (
-            row["p99"] or 0.0
-        )
+        tags_key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
+        merged[tags_key] += row["p99"] or 0.0
+        merged_typical[tags_key] += row["p50"] or 0.0
     out = []
     for row, _tags, res, change in resolved:
         level_after = res.level.number if res.level is not None else None
@@ -320,48 +392,8 @@ def impact(
             continue
         key = (row["cluster"], row["broker"], row["quota_key"], tags_after_text(res))
         observed = merged[key] if change == GROUP_MERGES else (row["p99"] or 0.0)
-        quota_key = row["quota_key"]
-        size, source = request_size(
-            quota_key, res.value, given=(request_sizes or {}).get(quota_key), window_s=window_s
-        )
-        predicted = steady_throttle_ms(quota_key, observed, res.value, size)
-        out.append(
-            {
-                "cluster": row["cluster"],
-                "broker": row["broker"],
-                "user": row["user"],
-                "client_id": row["client_id"],
-                "ip": row["ip"],
-                "quota_key": row["quota_key"],
-                "quota_before": row["quota_value"],
-                "quota_after": res.value,
-                "level_before": row["level"],
-                "level_after": level_after,
-                "entity_before": row["entity"],
-                "entity_after": entity_after,
-                "group_change": change,
-                "tags_after": tags_after_text(res),
-                "p99": row["p99"],
-                "predicted_throttle_ms": predicted,
-                "throttled_before": bool(row["censored"]),
-                "newly_throttled": predicted > 0 and not row["censored"],
-                "first_throttle_ms": first_throttle_ms(
-                    quota_key, observed, res.value, size, window_s=window_s
-                ),
-                "throughput_after": throughput_after(
-                    quota_key, observed, res.value, size, window_s=window_s
-                ),
-                "demand_cut": demand_cut(observed, res.value),
-                "request_bytes": size,
-                "request_bytes_source": source,
-                "brokers_observed": row["brokers_observed"],
-                "cluster_p99": row["cluster_p99"],
-                "cluster_ceiling_before": ceiling(
-                    quota_key, row["quota_value"], row["brokers_observed"]
-                ),
-                "cluster_ceiling_after": ceiling(quota_key, res.value, row["brokers_observed"]),
-            }
-        )
+        typical = merged_typical[key] if change == GROUP_MERGES else (row["p50"] or 0.0)
+        out.append(_impact_row(row, res, change, observed, typical, window_s, request_sizes or {}))
     return sorted(
         out, key=lambda r: (not r["newly_throttled"], -r["predicted_throttle_ms"], _group_order(r))
     )
@@ -408,12 +440,8 @@ def recommend(
         peak = max(peaks)
         quota = rows[0]["quota_value"]
         censored = any(r["censored"] for r in rows)
-        target = peak * headroom
-        note = None
-        if censored:
-            note = CENSORED_NOTE
-            if quota is not None:
-                target = max(target, quota * headroom)
+        target = _target(peak, quota if censored else None, headroom)
+        note = CENSORED_NOTE if censored else None
         recommended = readable_quota(key, target)
         points = tuple(
             (share, _max_of(rows, column))
@@ -451,6 +479,14 @@ def recommend(
     return sorted(
         out, key=lambda r: (r["cluster"], r["user"], r["client_id"], r["ip"] or "", r["quota_key"])
     )
+
+
+def _target(peak: float, held_at: float | None, headroom: float) -> float:
+    """``peak`` x ``headroom``; a group held at quota ``held_at`` (censored:
+    its true demand is unknown) is never recommended below ``held_at`` x
+    ``headroom``."""
+    target = peak * headroom
+    return target if held_at is None else max(target, held_at * headroom)
 
 
 def _max_of(rows: Sequence[Row], column: str) -> float | None:

@@ -131,7 +131,11 @@ UTILISATION_COLUMNS = (
     "censored",
     *CLUSTER_COLUMNS,
 )
-#: ``analyze impact``: one row per changed (group, key) per broker.
+#: ``analyze impact``: one row per changed (group, key) per broker. ``p99``
+#: (the peak demand) says whether the group is held and feeds
+#: ``predicted_throttle_ms``, ``first_throttle_ms`` and ``demand_cut``;
+#: ``p50`` (its typical rate) feeds ``throughput_after`` (what its clients
+#: measure: ``p50`` while not held, the held rate when held, at most ``p50``).
 IMPACT_COLUMNS = (
     *GROUP_COLUMNS,
     "quota_before",
@@ -155,6 +159,7 @@ IMPACT_COLUMNS = (
     "cluster_p99",
     "cluster_ceiling_before",
     "cluster_ceiling_after",
+    "p50",
 )
 #: ``analyze recommend``: one row per observed (group, key) over every broker:
 #: a per-broker quota (Kafka enforces it on each broker) sized by the busiest

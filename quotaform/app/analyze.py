@@ -25,9 +25,8 @@ from quotaform.analytics.sources.base import ReadOptions
 from quotaform.analytics.sources.collector import Collected
 from quotaform.analytics.sources.registry import usage_clusters
 from quotaform.app.common import ConnectionOptions, View, target
-from quotaform.cluster.brokers import read_quota_enforcement
+from quotaform.app.facts import FactsWanted, gather_facts
 from quotaform.cluster.connect import connect
-from quotaform.cluster.read import describe_matching
 from quotaform.errors import AnalyticsError
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.units import same_value
@@ -202,9 +201,9 @@ def _configs_now(request: AnalyzeCommandRequest) -> list[QuotaConfig]:
     where = target(request.connection, request.view)
     name = where.cluster or _live_cluster_name(request)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        live = describe_matching(client, None, cluster_id=client.cluster_id())
-        enforcement = read_quota_enforcement(client)
-    return [QuotaConfig(name, live.entities, f"live cluster {live.cluster_id}", enforcement)]
+        facts = gather_facts(client, None)
+    live = facts.live
+    return [QuotaConfig(name, live.entities, f"live cluster {live.cluster_id}", facts.enforcement)]
 
 
 def _live_cluster_name(request: AnalyzeCommandRequest) -> str:
@@ -367,8 +366,8 @@ def run_quota_snapshot(request: QuotaSnapshotRequest) -> QuotaSnapshotRun:
         raise AnalyticsError("name the cluster: --cluster-name NAME (or --cluster NAME)")
     where = target(request.connection, request.view, implied=name)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        cluster_id = client.cluster_id()
-        live = describe_matching(client, None, cluster_id=cluster_id)
+        facts = gather_facts(client, None, FactsWanted(enforcement=False))
+    live, cluster_id = facts.live, facts.cluster_id
     run = QuotaSnapshotRun(name, tuple(snapshot_lines(name, cluster_id, live.entities)))
     if str(request.out) != "-":
         request.out.write_text(run.text, encoding="utf-8")

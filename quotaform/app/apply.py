@@ -20,6 +20,7 @@ from quotaform.app.volumes import VolumeSource, evaluate_storage
 from quotaform.cluster.apply import apply_plan, check_not_stale
 from quotaform.cluster.connect import connect
 from quotaform.cluster.lock import HeldLock, apply_lock
+from quotaform.cluster.profiles import ClusterTarget
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import (
@@ -164,42 +165,11 @@ def run_apply(request: ApplyRequest) -> ApplyRun:
                 enabled=request.lock,
             ) as held,
         ):
-            if saved_plan is not None:
-                plan = saved_plan
-                try:
-                    review = _judge_saved(
-                        saved_plan, first, desired, where.cluster, request, client
-                    )
-                    check_storage_holds(
-                        saved_plan,
-                        desired,
-                        client,
-                        volumes=request.volumes,
-                        settings=where.settings,
-                    )
-                except StalePlanError as exc:
-                    stale = review_saved_plan(saved_plan, desired, request.budget)
-                    raise _Stop(plan, stale, ApplyStatus.STALE, exc) from None
-            else:
-                assert desired is not None
-                plan, review = plan_desired(
-                    desired,
-                    client,
-                    flags=request.budget,
-                    volumes=request.volumes,
-                    settings=where.settings,
-                )
+            plan, review = _plan_to_apply(saved_plan, first, desired, where, request, client)
             request.show(plan, review)
             result: ApplyResult | None = None
             if plan.summary.has_changes:
-                try:
-                    refuse_unless_allowed(review)
-                    if not saved and not request.auto_approve:
-                        request.confirm(plan, review)
-                except GuardRefusedError as exc:
-                    raise _Stop(plan, review, ApplyStatus.REFUSED, exc) from None
-                except ApplyCancelledError as exc:
-                    raise _Stop(plan, review, ApplyStatus.CANCELLED, exc) from None
+                _allow(plan, review, ask=not saved and not request.auto_approve, request=request)
                 with request.view.progress() as on_progress:
                     result = apply_plan(
                         plan,
@@ -216,6 +186,57 @@ def run_apply(request: ApplyRequest) -> ApplyRun:
     lock_error = _say_lock(held, request.view)
     status = result.status if result is not None else ApplyStatus.NOTHING_TO_DO
     return ApplyRun(plan, review, status, result, lock_error=lock_error)
+
+
+def _plan_to_apply(
+    saved_plan: Plan | None,
+    first: Path,
+    desired: DesiredState | None,
+    where: ClusterTarget,
+    request: ApplyRequest,
+    client: QuotaAdminClient,
+) -> tuple[Plan, PlanReview]:
+    """The saved plan, judged again and checked not stale (its storage
+    factor still holding), or the plan of the manifests, made now.
+
+    Raises:
+        _Stop: the saved plan is stale.
+    """
+    if saved_plan is None:
+        assert desired is not None
+        return plan_desired(
+            desired,
+            client,
+            flags=request.budget,
+            volumes=request.volumes,
+            settings=where.settings,
+        )
+    try:
+        review = _judge_saved(saved_plan, first, desired, where.cluster, request, client)
+        check_storage_holds(
+            saved_plan, desired, client, volumes=request.volumes, settings=where.settings
+        )
+    except StalePlanError as exc:
+        stale = review_saved_plan(saved_plan, desired, request.budget)
+        raise _Stop(saved_plan, stale, ApplyStatus.STALE, exc) from None
+    return saved_plan, review
+
+
+def _allow(plan: Plan, review: PlanReview, *, ask: bool, request: ApplyRequest) -> None:
+    """Refuse a plan the guard rails refuse; with ``ask``, ask for the typed
+    ``yes``.
+
+    Raises:
+        _Stop: refused, or cancelled.
+    """
+    try:
+        refuse_unless_allowed(review)
+        if ask:
+            request.confirm(plan, review)
+    except GuardRefusedError as exc:
+        raise _Stop(plan, review, ApplyStatus.REFUSED, exc) from None
+    except ApplyCancelledError as exc:
+        raise _Stop(plan, review, ApplyStatus.CANCELLED, exc) from None
 
 
 def _say_lock(held: HeldLock | None, view: View) -> str | None:

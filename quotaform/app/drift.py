@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
-from quotaform.app.volumes import VolumeSource, scale_for_storage
-from quotaform.cluster.brokers import read_quota_enforcement
-from quotaform.cluster.connect import check_cluster, connect
-from quotaform.cluster.read import ClusterReader, read_live_state
+from quotaform.app.facts import FactsWanted, gather_facts
+from quotaform.cluster.connect import connect
+from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
-from quotaform.plan.drift import DriftReport, compute_drift
+from quotaform.plan.decide import decide_drift
+from quotaform.plan.drift import DriftReport
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.state import DesiredState
 
 __all__ = ["DriftRequest", "detect_drift", "run_drift"]
@@ -56,12 +57,14 @@ def run_drift(request: DriftRequest) -> DriftReport:
 
 def detect_drift(
     desired: DesiredState,
-    client: ClusterReader,
+    client: QuotaAdminClient,
     *,
     volumes: VolumeSource | None = None,
     settings: ConnectionSettings | None = None,
 ) -> DriftReport:
-    """Check the cluster id, read the live state and compare: ``quotaform drift``.
+    """Read the cluster's facts in one step (:func:`~quotaform.app.facts.gather_facts`:
+    the cluster id check, the live state), then compare
+    (:func:`~quotaform.plan.decide.decide_drift`): ``quotaform drift``.
     With a storage policy, live is compared with the declared values times
     the current factor: a scaled quota is not drift, and a scale still to
     apply is reported as such (``DriftReport.scale_pending``). With probes
@@ -76,18 +79,6 @@ def detect_drift(
             another cluster.
         BrokerError: a describe failed.
     """
-    cluster_id = check_cluster(desired, client)
-    live = read_live_state(client, desired.scope, cluster_id=cluster_id)
-    scaled, scaling = scale_for_storage(
-        desired,
-        live,
-        volumes or VolumeSource(),
-        client=client,  # type: ignore[arg-type]
-        settings=settings,
-    )
-    # the probe view says on how many brokers each limit applies, and whether
-    # a custom quota callback decides instead (DescribeConfigs)
-    enforcement = None
-    if desired.probes:
-        enforcement = read_quota_enforcement(client)  # type: ignore[arg-type]
-    return compute_drift(scaled, live, storage=scaling, enforcement=enforcement)
+    wanted = FactsWanted(enforcement=bool(desired.probes), volumes=volumes)
+    facts = gather_facts(client, desired, wanted, settings=settings)
+    return decide_drift(desired, facts)

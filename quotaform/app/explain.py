@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from quotaform.app.common import ConnectionOptions, View, target
-from quotaform.cluster.brokers import read_quota_enforcement
+from quotaform.app.facts import gather_facts
 from quotaform.cluster.connect import connect
-from quotaform.cluster.read import describe_matching
 from quotaform.errors import ClusterConfigError
+from quotaform.kafka.entity import mixes_ip, present_types
 from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.resolution import Principal, QuotaIndex
 from quotaform.manifest import load_manifests
@@ -43,7 +43,7 @@ def principal(user: str | None, client_id: str | None, ip: str | None) -> Princi
             not one, no part at all, or an empty ``--user``.
     """
     if ip is not None:
-        if user is not None or client_id is not None:
+        if mixes_ip(present_types(user=user, client_id=client_id, ip=ip)):
             raise ClusterConfigError(
                 "give --ip alone, or --user and/or --client-id: ip quotas never combine "
                 "with user or client-id (KIP-612)"
@@ -166,10 +166,9 @@ def run_explain(request: ExplainRequest) -> ExplainRun:
         )
     found = target(request.connection, request.view)
     with connect(found.settings, read_only=True, cluster_id=found.cluster_id) as client:
-        cluster_id = client.cluster_id()
-        live = describe_matching(client, None, cluster_id=cluster_id)
-        enforcement = read_quota_enforcement(client)
-    where = f"the live cluster {cluster_id} ({len(live.entities)} entities)"
+        facts = gather_facts(client, None)
+    live, enforcement = facts.live, facts.enforcement
+    where = f"the live cluster {facts.cluster_id} ({len(live.entities)} entities)"
     return ExplainRun(
         _explain(QuotaIndex(live.entities), who, overrides),
         "cluster",

@@ -20,9 +20,8 @@ from typing import Any
 from quotaform.analytics.configs import read_snapshot
 from quotaform.analytics.exporters import CONVENTIONS as READABLE
 from quotaform.app.common import ConnectionOptions, View, target
-from quotaform.cluster.brokers import read_quota_enforcement
+from quotaform.app.facts import gather_facts
 from quotaform.cluster.connect import connect
-from quotaform.cluster.read import describe_matching
 from quotaform.errors import MonitorError
 from quotaform.inputs.jsondoc import load_json
 from quotaform.inputs.limits import LIMITS
@@ -151,9 +150,8 @@ def _quotas(
     with connect(
         found_target.settings, read_only=True, cluster_id=found_target.cluster_id
     ) as client:
-        cluster_id = client.cluster_id()
-        live = describe_matching(client, None, cluster_id=cluster_id)
-        enforcement = read_quota_enforcement(client)
+        facts = gather_facts(client, None)
+    live, enforcement, cluster_id = facts.live, facts.enforcement, facts.cluster_id
     name = request.cluster_name or found_target.cluster or cluster_id
     where = f"the live cluster {cluster_id}"
     return live.entities, name, "cluster", where, enforcement

@@ -1,6 +1,7 @@
-"""``quotaform plan``: load the manifests, connect read-only, read the live
-state, scale by the storage policy, diff and review; with ``--out``, save the
-plan file. Also every cluster the manifests name (``--all-clusters``).
+"""``quotaform plan``: load the manifests, connect read-only and read the
+cluster's facts in one step, then decide (scale by the storage policy,
+diff, review, principal warnings) without the cluster; with ``--out``, save
+the plan file. Also every cluster the manifests name (``--all-clusters``).
 
 :func:`run_plan` and :func:`plan_all_clusters` take one request and return
 one result; :func:`plan_desired` is the step ``apply``, ``storage watch``
@@ -10,28 +11,27 @@ and tests share.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
-from quotaform.app.principals import principal_warnings
-from quotaform.app.volumes import VolumeSource, scale_for_storage
-from quotaform.cluster.brokers import BrokerConfigs, read_broker_configs, read_quota_enforcement
-from quotaform.cluster.connect import check_cluster, connect
-from quotaform.cluster.principals import SUPER_USERS
+from quotaform.app.facts import FactsWanted, gather_facts
+from quotaform.cluster.connect import connect
 from quotaform.cluster.profiles import ClusterProfiles, load_required_profiles, resolve_settings
-from quotaform.cluster.read import read_live_state
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import ClusterConfigError, GuardRefusedError, QuotaformError
 from quotaform.manifest import load_manifests, manifest_clusters
-from quotaform.plan.diff import compute_plan
-from quotaform.plan.enforcement import QUOTA_CALLBACK_CONFIG
+from quotaform.plan.decide import decide_plan
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.model import Plan
-from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan
 from quotaform.plan.principals import SuperUser
-from quotaform.plan.review import PlanReview, review_plan
+from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget, DesiredState
+
+if TYPE_CHECKING:
+    from quotaform.plan.multicluster import MultiClusterPlan
 
 __all__ = [
     "AllClustersRequest",
@@ -89,12 +89,15 @@ class PlanOutcome:
 
 
 def run_plan(request: PlanRequest) -> PlanOutcome:
-    """Plan one cluster: load, connect read-only, :func:`plan_desired`, add
-    the warnings about principals
-    (:func:`~quotaform.app.principals.principal_warnings`: SCRAM users, super
-    users of the profile, ``--super-user`` and the brokers), show the plan
-    through ``request.show``, then refuse a plan that breaks a guard rail,
-    then save it when ``request.out`` is set.
+    """Plan one cluster: read, then think. Load the manifests and find the
+    cluster; connect read-only and read every fact the plan needs at once
+    (:func:`~quotaform.app.facts.gather_facts`: live quotas, the brokers'
+    enforcement and ``super.users``, the SCRAM users, the volumes); close
+    the connection; decide the plan, its review and the warnings about
+    principals (:func:`~quotaform.plan.decide.decide_plan`; super users of
+    the profile and ``--super-user`` beside the brokers'); show it through
+    ``request.show``, then refuse a plan that breaks a guard rail, then save
+    it when ``request.out`` is set.
 
     Raises:
         PlanKeyError: ``--out`` with an empty ``QUOTAFORM_PLAN_KEY`` (before
@@ -110,25 +113,16 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
 
         signing_key()  # an empty QUOTAFORM_PLAN_KEY fails before any work
     desired, where = load_and_target(request.manifests, request.connection, request.view)
+    at = f"superUsers at {where.super_users_source}"
+    given = [SuperUser(p, at) for p in where.super_users]
+    given += [SuperUser(p, "--super-user") for p in request.super_users]
+    wanted = FactsWanted(principals=True, volumes=request.volumes)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        # how the brokers enforce quotas and their super users: one DescribeConfigs round
-        configs = read_broker_configs(client, [QUOTA_CALLBACK_CONFIG, SUPER_USERS])
-        plan, review = plan_desired(
-            desired,
-            client,
-            flags=request.budget,
-            volumes=request.volumes,
-            settings=where.settings,
-            broker_configs=configs,
-        )
-        at = f"superUsers at {where.super_users_source}"
-        given = [SuperUser(p, at) for p in where.super_users]
-        given += [SuperUser(p, "--super-user") for p in request.super_users]
-        found = principal_warnings(
-            desired, plan, client, super_users=given, view=request.view, broker_configs=configs
-        )
-    if found:
-        plan = replace(plan, warnings=(*plan.warnings, *found))
+        facts = gather_facts(client, desired, wanted, settings=where.settings)
+    decided = decide_plan(desired, facts, flags=request.budget, super_users=given)
+    for note in decided.notes:
+        request.view.note(note)
+    plan, review = decided.plan, decided.review
     request.show(plan, review)
     if review.violations:
         raise GuardRefusedError(
@@ -154,26 +148,39 @@ class AllClustersRequest:
 
     Attributes:
         manifests: manifest files or directories.
-        config: ``--config FILE``, the profiles file (it must exist).
+        connection: ``--config FILE`` (the profiles file; it must exist) and
+            ``--timeout``; the options that select one cluster are refused.
         budget: the change budget the flags give.
-        timeout_s: ``--timeout`` in seconds.
+        out: ``--out FILE``: refused (one plan file holds one cluster's plan).
+        super_users: ``--super-user``: refused (each profile names its own).
     """
 
     manifests: tuple[Path, ...]
-    config: Path | None = None
+    connection: ConnectionOptions = field(default_factory=ConnectionOptions)
     budget: ChangeBudget = field(default_factory=ChangeBudget)
-    timeout_s: float | None = None
+    out: Path | None = None
+    super_users: tuple[str, ...] = ()
 
 
 def plan_all_clusters(request: AllClustersRequest) -> MultiClusterPlan:
     """:func:`plan_clusters` with the profiles file found near the manifests.
 
     Raises:
-        ClusterConfigError: no profiles file, or as :func:`plan_clusters`.
+        ClusterConfigError: an option that selects one cluster (``--cluster``,
+            ``--bootstrap-server``, ``--command-config``), ``--out`` or
+            ``--super-user`` (before any work); no profiles file; or as
+            :func:`plan_clusters`.
     """
-    profiles = load_required_profiles(request.config, near=request.manifests)
+    options = request.connection
+    clash = options.flags_given() + (["--out"] if request.out is not None else [])
+    clash += ["--super-user"] if request.super_users else []
+    if clash:
+        raise ClusterConfigError(
+            f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
+        )
+    profiles = load_required_profiles(options.config, near=request.manifests)
     return plan_clusters(
-        request.manifests, profiles, flags=request.budget, timeout_s=request.timeout_s
+        request.manifests, profiles, flags=request.budget, timeout_s=options.timeout_s
     )
 
 
@@ -184,32 +191,23 @@ def plan_desired(
     flags: ChangeBudget | None = None,
     volumes: VolumeSource | None = None,
     settings: ConnectionSettings | None = None,
-    broker_configs: BrokerConfigs | None = None,
 ) -> tuple[Plan, PlanReview]:
-    """Check the cluster, read the live state in ``desired``'s scope and how
-    the brokers enforce quotas (DescribeCluster, DescribeConfigs), scale
-    the declared ``producer_byte_rate`` values by the storage policy (when
-    the manifests declare one; volume usage from ``volumes``, default the
-    cluster's DescribeLogDirs), diff, and review the plan (``flags`` over the
-    manifests' budget). ``broker_configs``: the brokers' DescribeConfigs
-    answer with ``client.quota.callback.class`` among its names, when already
-    read (``plan`` reads it with ``super.users``).
+    """Read the cluster's facts (:func:`~quotaform.app.facts.gather_facts`:
+    the cluster id check, the live state in ``desired``'s scope, how the
+    brokers enforce quotas, the volume usage from ``volumes`` when the
+    manifests declare a storage policy), then decide the plan and its review
+    (:func:`~quotaform.plan.decide.decide_plan`; ``flags`` over the
+    manifests' budget). The step ``apply``, ``storage watch`` and
+    ``--all-clusters`` share.
 
     Raises:
         ClusterMismatchError: wrong cluster.
         BrokerError: the describe failed.
         StorageError: volume usage could not be read.
     """
-    cluster_id = check_cluster(desired, client)
-    live = read_live_state(client, desired.scope, cluster_id=cluster_id)
-    scaled, scaling = scale_for_storage(
-        desired, live, volumes or VolumeSource(), client=client, settings=settings
-    )
-    enforcement = read_quota_enforcement(client, broker_configs)
-    plan = replace(compute_plan(scaled, live), enforcement=enforcement)
-    if scaling is not None:
-        plan = replace(plan, storage=scaling)
-    return plan, review_plan(plan, scaled, flags)
+    facts = gather_facts(client, desired, FactsWanted(volumes=volumes), settings=settings)
+    decided = decide_plan(desired, facts, flags=flags)
+    return decided.plan, decided.review
 
 
 def make_plan(
@@ -254,6 +252,8 @@ def plan_clusters(
         ClusterConfigError: the set names no cluster, or a cluster without a
             profile (every such cluster named; nothing is connected).
     """
+    from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan  # --all-clusters only
+
     names = manifest_clusters(paths)
     if not names:
         raise ClusterConfigError(

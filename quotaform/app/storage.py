@@ -18,16 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
+from quotaform.app.facts import FactsWanted, gather_facts
 from quotaform.app.plan import plan_desired
 from quotaform.app.volumes import VolumeSource, evaluate_storage, publish_snapshots
 from quotaform.cluster.apply import apply_plan
-from quotaform.cluster.connect import check_cluster, connect
+from quotaform.cluster.connect import connect
 from quotaform.cluster.profiles import ClusterTarget
-from quotaform.cluster.read import read_live_state
 from quotaform.cluster.storage import read_volumes
 from quotaform.errors import ClusterMismatchError, ManifestError, QuotaformError, StorageError
-from quotaform.kafka.units import format_duration, format_quota_value
+from quotaform.kafka.units import format_duration, format_readable
 from quotaform.manifest import load_manifests
+from quotaform.plan.decide import evaluate_volumes
 from quotaform.plan.model import EntityChange, Plan
 from quotaform.plan.outcome import ApplyStatus, EntityOutcome
 from quotaform.plan.state import DesiredState
@@ -116,13 +117,12 @@ def run_status(request: StatusRequest) -> StatusRun:
         return StatusRun(policy, evaluation, scaling, desired.cluster, request.volumes.describe())
     desired, where = load_and_target(request.manifests, options, request.view)
     policy = require_policy(desired)
+    wanted = FactsWanted(enforcement=False, volumes=request.volumes)
     with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        cluster_id = check_cluster(desired, client)
-        evaluation = evaluate_storage(
-            policy, request.volumes, client=client, settings=where.settings
-        )
-        live = read_live_state(client, desired.scope, cluster_id=cluster_id)
-        _, scaling = scale_desired(desired, policy, evaluation, live)
+        facts = gather_facts(client, desired, wanted, settings=where.settings)
+    assert facts.volumes is not None  # a policy is declared: the volumes were read
+    evaluation = evaluate_volumes(policy, facts.volumes)
+    _, scaling = scale_desired(desired, policy, evaluation, facts.live)
     return StatusRun(policy, evaluation, scaling, desired.cluster, request.volumes.describe())
 
 
@@ -295,7 +295,7 @@ def _now() -> str:
 
 
 def _value(key: str, value: float | None) -> str:
-    return "(not set)" if value is None else format_quota_value(key, value)
+    return "(not set)" if value is None else format_readable(key, value)
 
 
 def _watch_once(desired: DesiredState, where: ClusterTarget, request: WatchRequest) -> None:

@@ -5,8 +5,9 @@ the declared ``producer_byte_rate`` values, and publish snapshots.
 The rules are :mod:`quotaform.plan.storage` (pure); the cluster I/O is
 :mod:`quotaform.cluster.storage`; the formats are
 :mod:`quotaform.formats.storage`. ``plan``, ``apply``, ``drift`` and the
-``storage`` commands (:mod:`quotaform.app`) all come through
-:func:`evaluate_storage`.
+``storage`` commands (:mod:`quotaform.app`) all read through
+:func:`read_volume_usage` (for plan and drift, a part of
+:func:`quotaform.app.facts.gather_facts`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,52 +26,19 @@ from quotaform.inputs.depth import check_depth
 from quotaform.inputs.files import decode_text, read_bytes, shown
 from quotaform.inputs.jsondoc import load_json
 from quotaform.inputs.limits import LIMITS
-from quotaform.plan.state import DesiredState, LiveState
-from quotaform.plan.storage import evaluate, scale_desired
-from quotaform.plan.storage_types import (
-    BrokerSnapshot,
-    StorageEvaluation,
-    StoragePolicy,
-    StorageScaling,
-)
+from quotaform.plan.decide import evaluate_volumes
+from quotaform.plan.facts import VolumeReading, VolumeSource
+from quotaform.plan.storage_types import BrokerSnapshot, StorageEvaluation, StoragePolicy
 
 __all__ = [
     "VolumeSource",
     "evaluate_storage",
     "publish_snapshots",
     "read_snapshot_files",
-    "scale_for_storage",
+    "read_volume_usage",
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class VolumeSource:
-    """Where volume usage comes from: snapshot files (JSON / JSON Lines),
-    the compacted ``topic``, or (neither) the live cluster (DescribeLogDirs).
-
-    The brokers that should report come from the cluster (DescribeCluster)
-    whenever a client is connected."""
-
-    snapshots: tuple[Path, ...] = ()
-    topic: str | None = None
-    read: tuple[BrokerSnapshot, ...] = ()
-    """Live usage this run has already read (``storage watch --publish``):
-    used instead of asking DescribeLogDirs again."""
-
-    @property
-    def live(self) -> bool:
-        """True when usage is read from the cluster itself."""
-        return not self.snapshots and self.topic is None and not self.read
-
-    def describe(self) -> str:
-        """How the source reads in messages."""
-        if self.snapshots:
-            return "snapshots " + ", ".join(str(p) for p in self.snapshots)
-        if self.topic:
-            return f"topic {self.topic}"
-        return "DescribeLogDirs"
 
 
 def read_snapshot_files(paths: Sequence[Path]) -> list[BrokerSnapshot]:
@@ -131,15 +98,15 @@ def _topic_snapshots(settings: ConnectionSettings, topic: str) -> list[BrokerSna
     return out
 
 
-def evaluate_storage(
-    policy: StoragePolicy,
+def read_volume_usage(
     source: VolumeSource,
     *,
     client: QuotaAdminClient | None,
     settings: ConnectionSettings | None = None,
     now: datetime | None = None,
-) -> StorageEvaluation:
-    """Read volume usage from ``source`` and evaluate ``policy``.
+) -> VolumeReading:
+    """Read volume usage from ``source``: the read half of
+    :func:`evaluate_storage` (the facts a storage policy is judged on).
 
     With a ``client`` the brokers that should report come from
     DescribeCluster (a broker without a fresh snapshot is then unknown);
@@ -170,30 +137,40 @@ def evaluate_storage(
             snapshots = _topic_snapshots(settings, source.topic)
         if client is not None:
             expected = live_brokers(client)
-    evaluation = evaluate(policy, snapshots, now=now, expected=expected)
-    log.info(
-        "storage: %s factor %.3f from %s (%s)",
-        evaluation.state.value,
-        evaluation.factor,
+    return VolumeReading(
+        tuple(snapshots),
+        None if expected is None else tuple(expected),
+        now,
         source.describe(),
-        evaluation.reason or "every volume within its soft limit",
     )
-    return evaluation
 
 
-def scale_for_storage(
-    desired: DesiredState,
-    live: LiveState,
+def evaluate_storage(
+    policy: StoragePolicy,
     source: VolumeSource,
     *,
     client: QuotaAdminClient | None,
     settings: ConnectionSettings | None = None,
-) -> tuple[DesiredState, StorageScaling | None]:
-    """``desired`` scaled by its storage policy (unchanged without one)."""
-    if desired.storage is None:
-        return desired, None
-    evaluation = evaluate_storage(desired.storage, source, client=client, settings=settings)
-    return scale_desired(desired, desired.storage, evaluation, live)
+    now: datetime | None = None,
+) -> StorageEvaluation:
+    """Read volume usage from ``source`` (:func:`read_volume_usage`) and
+    evaluate ``policy`` (:func:`~quotaform.plan.decide.evaluate_volumes`).
+
+    Raises:
+        StorageError: bad snapshots, an unreadable topic, or live usage
+            asked for without a connection.
+        BrokerError: DescribeCluster failed.
+    """
+    reading = read_volume_usage(source, client=client, settings=settings, now=now)
+    evaluation = evaluate_volumes(policy, reading)
+    log.info(
+        "storage: %s factor %.3f from %s (%s)",
+        evaluation.state.value,
+        evaluation.factor,
+        reading.source,
+        evaluation.reason or "every volume within its soft limit",
+    )
+    return evaluation
 
 
 def publish_snapshots(

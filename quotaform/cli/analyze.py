@@ -310,10 +310,10 @@ Align = Annotated[
         parser=_align,
         help="Quotas are enforced per broker; a group's usage is also summed across brokers "
         "(the cluster_* columns) after aligning each broker's samples on buckets this long: "
-        "11s (the quota window) by default, or --prometheus's --step when shorter; at least "
-        "the sampling interval when brokers are sampled at different times (JmxTool, "
-        "analyze collect).",
-        show_default="11s",
+        f"{DEFAULT_WINDOW_S:g}s (the quota window) by default, or --prometheus's --step when "
+        "shorter; at least the sampling interval when brokers are sampled at different "
+        "times (JmxTool, analyze collect).",
+        show_default=f"{DEFAULT_WINDOW_S:g}s",
     ),
 ]
 Since = Annotated[
@@ -429,6 +429,33 @@ REQUEST = AnalyzeRequest(Command.utilisation, Path())
 with_request = expands("request", _request)
 
 
+#: Time-unit words: a manifest path spelled so that does not exist is the
+#: second half of a duration the shell split (``--since 5 minutes``).
+_UNIT_WORDS = frozenset(
+    {
+        *("ms", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute", "minutes"),
+        *("h", "hr", "hrs", "hour", "hours", "d", "day", "days", "w", "week", "weeks"),
+    }
+)
+
+
+def _check_split_durations(manifests: list[Path] | None) -> None:
+    """Refuse a manifest path that is a time unit left by a duration written
+    with a space (``--since 5 minutes``: ``minutes`` would be read as a
+    missing manifest file).
+
+    Raises:
+        typer.BadParameter: naming how durations are written.
+    """
+    for path in manifests or ():
+        if str(path).lower() in _UNIT_WORDS and not path.exists():
+            raise typer.BadParameter(
+                f"{str(path)!r} is not a manifest file: a duration is written in one "
+                "word, without a space (5m, 2h, 7d; --since 5m, not --since 5 minutes)",
+                param_hint="PATH",
+            )
+
+
 def _run(
     command: Command,
     request: AnalyzeRequest,
@@ -443,6 +470,7 @@ def _run(
     """Run one analysis (``options``: the command's own fields of
     :class:`AnalyzeRequest`) and say what it wrote (rejected rows as a
     warning)."""
+    _check_split_durations(manifests)
     run = run_analyze(
         AnalyzeCommandRequest(
             replace(request, command=command, out=data_path(out), **options),
@@ -593,11 +621,13 @@ def impact(
     (the change) against --snapshot / the live cluster (now).
 
     DIR/impact.parquet: one row per changed (group, key) with quota_before,
-    quota_after, level_before, level_after, p99 (the demand O),
-    throughput_after (min(O, T); whole fetches of S for consumers: k x S / 10.5 s),
+    quota_after, level_before, level_after, p99 (the demand O), p50 (the
+    typical rate), throughput_after (what the clients measure: p50 while
+    O <= T; held, T, or whole fetches of S for consumers, at most p50),
     demand_cut, predicted_throttle_ms (the
-    steady-state mean the broker's throttle-time reports: S / T, S from
-    --request-bytes or the defaults), first_throttle_ms ((O - T) / T x W);
+    steady-state mean the broker's throttle-time reports: S / T, a consumer's
+    refused fetch (k + 1) x S / T - 10.5 s; S from --request-bytes or the
+    defaults), first_throttle_ms ((O - T) / T x W);
     brokers_observed, cluster_p99, cluster_ceiling_before and
     cluster_ceiling_after (the quotas on each of those brokers); groups
     newly throttled first.

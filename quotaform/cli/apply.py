@@ -21,7 +21,6 @@ from rich.console import Console
 
 from quotaform.app.apply import ApplyRequest, run_apply
 from quotaform.app.common import ConnectionOptions
-from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
     BUDGET,
     CONNECTION,
@@ -44,6 +43,7 @@ from quotaform.errors import (
     ApplyCancelledError,
 )
 from quotaform.formats.apply import ApplyDocument, apply_document, render_apply_json
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.outcome import ApplyResult, ApplyStatus
 from quotaform.plan.state import ChangeBudget
 from quotaform.render.apply import render_apply_text
@@ -126,6 +126,39 @@ def _print_result(
         )
 
 
+ApplyAutoApprove = Annotated[
+    bool,
+    typer.Option(
+        "--auto-approve", "-auto-approve", help="Skip the typed 'yes' (for pipelines)."
+    ),
+]
+
+ApplyReadbackTimeout = Annotated[
+    float,
+    typer.Option(
+        "--readback-timeout", help="Seconds to wait for the cluster to show the plan."
+    ),
+]
+
+ApplyLockTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        min=0.0,
+        help="Seconds to wait for another apply's lock on the cluster (default: fail at once).",
+    ),
+]
+
+ApplyNoLock = Annotated[
+    bool,
+    typer.Option(
+        "--no-lock",
+        help="Apply without the cluster's apply lock (for principals that may not "
+        "create the lock topic); concurrent applies are then not serialized.",
+    ),
+]
+
+
 @with_connection
 @with_budget
 @with_volumes
@@ -134,34 +167,10 @@ def apply(
     connection: ConnectionOptions = CONNECTION,
     output: Output = OutputFormat.text,
     budget: ChangeBudget = BUDGET,
-    auto_approve: Annotated[
-        bool,
-        typer.Option(
-            "--auto-approve", "-auto-approve", help="Skip the typed 'yes' (for pipelines)."
-        ),
-    ] = False,
-    readback_timeout: Annotated[
-        float,
-        typer.Option(
-            "--readback-timeout", help="Seconds to wait for the cluster to show the plan."
-        ),
-    ] = 30.0,
-    lock_timeout: Annotated[
-        float,
-        typer.Option(
-            "--lock-timeout",
-            min=0.0,
-            help="Seconds to wait for another apply's lock on the cluster (default: fail at once).",
-        ),
-    ] = 0.0,
-    no_lock: Annotated[
-        bool,
-        typer.Option(
-            "--no-lock",
-            help="Apply without the cluster's apply lock (for principals that may not "
-            "create the lock topic); concurrent applies are then not serialized.",
-        ),
-    ] = False,
+    auto_approve: ApplyAutoApprove = False,
+    readback_timeout: ApplyReadbackTimeout = 30.0,
+    lock_timeout: ApplyLockTimeout = 0.0,
+    no_lock: ApplyNoLock = False,
     volumes: VolumeSource = VOLUMES,
 ) -> None:
     """Plan, ask for 'yes', then apply: validate_only pre-check, alter, read-back.

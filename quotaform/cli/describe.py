@@ -30,7 +30,7 @@ from quotaform.cli.view import make_view
 from quotaform.cluster.wire.types import FilterComponent
 from quotaform.errors import ClusterConfigError
 from quotaform.formats.describe import describe_document, render_describe_json
-from quotaform.kafka.entity import CLIENT_ID, CONFIG_COMMAND_TYPES, IP, USER
+from quotaform.kafka.entity import CLIENT_ID, CONFIG_COMMAND_TYPES, IP, USER, mixes_ip
 from quotaform.render.describe import render_describe_markdown, render_describe_text
 
 __all__ = ["describe", "register", "selection"]
@@ -108,7 +108,7 @@ def selection(
             add(entity_type, FilterComponent.default(entity_type))
     if not chosen:
         return None
-    if IP in chosen and len(chosen) > 1:
+    if mixes_ip(chosen):
         raise ClusterConfigError("ips cannot be combined with users or clients (KIP-612)")
     order = (USER, CLIENT_ID, IP)
     return [chosen[t] for t in order if t in chosen]

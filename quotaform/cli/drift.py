@@ -18,7 +18,6 @@ import typer
 
 from quotaform.app.common import ConnectionOptions
 from quotaform.app.drift import DriftRequest, run_drift
-from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
     CONNECTION,
     VOLUMES,
@@ -31,6 +30,7 @@ from quotaform.cli.view import make_view
 from quotaform.errors import EXIT_CHANGES
 from quotaform.formats.drift import render_drift_json
 from quotaform.plan.drift import DriftReport
+from quotaform.plan.facts import VolumeSource
 from quotaform.render.drift import render_drift_markdown, render_drift_text
 
 __all__ = ["drift", "register"]

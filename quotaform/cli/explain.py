@@ -29,51 +29,64 @@ from quotaform.render.explain import WIDTH, render_explain_markdown, render_expl
 __all__ = ["explain_command", "register"]
 
 
+ExplainManifests = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="Manifest files or directories to explain offline; without them, the live "
+        "cluster is read.",
+        metavar="PATH",
+        show_default=False,
+    ),
+]
+
+ExplainUser = Annotated[
+    str | None,
+    typer.Option(
+        "--user", metavar="NAME", help="The user principal (ANONYMOUS when unauthenticated)."
+    ),
+]
+
+ExplainClientId = Annotated[
+    str | None,
+    typer.Option(
+        "--client-id",
+        metavar="ID",
+        help='The client.id it sends ("" for none). Left out: unknown, and the answer '
+        "covers what is certain.",
+    ),
+]
+
+ExplainIp = Annotated[
+    str | None, typer.Option("--ip", metavar="ADDRESS", help="A client address (ip quotas).")
+]
+
+ExplainPlanFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--plan",
+        metavar="PLANFILE",
+        help="Explain a saved plan: before and after, side by side (offline).",
+        show_default=False,
+    ),
+]
+
+ExplainIncludeOverrides = Annotated[
+    bool,
+    typer.Option(
+        "--include-overrides",
+        help="Also list the less specific entries that match but are overridden (*).",
+    ),
+]
+
+
 @with_connection
 def explain_command(
-    manifests: Annotated[
-        list[Path] | None,
-        typer.Argument(
-            help="Manifest files or directories to explain offline; without them, the live "
-            "cluster is read.",
-            metavar="PATH",
-            show_default=False,
-        ),
-    ] = None,
-    user: Annotated[
-        str | None,
-        typer.Option(
-            "--user", metavar="NAME", help="The user principal (ANONYMOUS when unauthenticated)."
-        ),
-    ] = None,
-    client_id: Annotated[
-        str | None,
-        typer.Option(
-            "--client-id",
-            metavar="ID",
-            help='The client.id it sends ("" for none). Left out: unknown, and the answer '
-            "covers what is certain.",
-        ),
-    ] = None,
-    ip: Annotated[
-        str | None, typer.Option("--ip", metavar="ADDRESS", help="A client address (ip quotas).")
-    ] = None,
-    plan_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--plan",
-            metavar="PLANFILE",
-            help="Explain a saved plan: before and after, side by side (offline).",
-            show_default=False,
-        ),
-    ] = None,
-    include_overrides: Annotated[
-        bool,
-        typer.Option(
-            "--include-overrides",
-            help="Also list the less specific entries that match but are overridden (*).",
-        ),
-    ] = False,
+    manifests: ExplainManifests = None,
+    user: ExplainUser = None,
+    client_id: ExplainClientId = None,
+    ip: ExplainIp = None,
+    plan_file: ExplainPlanFile = None,
+    include_overrides: ExplainIncludeOverrides = False,
     output: Output = OutputFormat.text,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:

@@ -21,6 +21,7 @@ from quotaform.app.common import ConnectionOptions
 from quotaform.app.monitor import (
     MonitorDashboardRequest,
     MonitorRulesRequest,
+    MonitorRulesRun,
     run_monitor_dashboard,
     run_monitor_rules,
 )
@@ -147,6 +148,76 @@ BrokerLabel = Annotated[
 ]
 
 
+RuleManifests = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="Manifest files or directories: the quotas (without them: --snapshot, or the "
+        "live cluster).",
+        metavar="PATH",
+        show_default=False,
+    ),
+]
+
+RuleOut = Annotated[
+    Path,
+    typer.Option(
+        "--out", metavar="FILE", help="The rule file to write (- for standard output)."
+    ),
+]
+
+RuleSnapshot = Annotated[
+    Path | None,
+    typer.Option(
+        "--snapshot",
+        metavar="FILE",
+        help="The quotas from a `quotaform snapshot` file (--cluster picks one cluster).",
+        show_default=False,
+    ),
+]
+
+RuleClusterName = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster-name",
+        metavar="NAME",
+        help="The cluster's name in the rules when read live (default: the --cluster name, "
+        "else the cluster id).",
+        show_default=False,
+    ),
+]
+
+RuleConventions = Annotated[
+    list[ConventionName] | None,
+    typer.Option(
+        "--convention",
+        help="The exporter naming convention(s) to read (repeatable; default: those "
+        "--sample shows, else all).",
+        show_default=False,
+    ),
+]
+
+RuleSample = Annotated[
+    Path | None,
+    typer.Option(
+        "--sample",
+        metavar="FILE",
+        help="A saved Prometheus API answer (query, query_range or series) of the brokers' "
+        "quota metrics: the conventions are read off its series.",
+        show_default=False,
+    ),
+]
+
+RuleInterval = Annotated[
+    str | None,
+    typer.Option(
+        "--interval",
+        metavar="DURATION",
+        help="The rule groups' evaluation interval (default: Prometheus' evaluation_interval).",
+        show_default=False,
+    ),
+]
+
+
 @monitor_app.command(
     "rules",
     short_help="A Prometheus rule file: every quota group's real limit, utilisation, alerts.",
@@ -154,70 +225,15 @@ BrokerLabel = Annotated[
 @with_connection
 @with_alerts
 def rules(
-    manifests: Annotated[
-        list[Path] | None,
-        typer.Argument(
-            help="Manifest files or directories: the quotas (without them: --snapshot, or the "
-            "live cluster).",
-            metavar="PATH",
-            show_default=False,
-        ),
-    ] = None,
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", metavar="FILE", help="The rule file to write (- for standard output)."
-        ),
-    ] = ...,  # type: ignore[assignment]
-    snapshot: Annotated[
-        Path | None,
-        typer.Option(
-            "--snapshot",
-            metavar="FILE",
-            help="The quotas from a `quotaform snapshot` file (--cluster picks one cluster).",
-            show_default=False,
-        ),
-    ] = None,
-    cluster_name: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster-name",
-            metavar="NAME",
-            help="The cluster's name in the rules when read live (default: the --cluster name, "
-            "else the cluster id).",
-            show_default=False,
-        ),
-    ] = None,
-    convention: Annotated[
-        list[ConventionName] | None,
-        typer.Option(
-            "--convention",
-            help="The exporter naming convention(s) to read (repeatable; default: those "
-            "--sample shows, else all).",
-            show_default=False,
-        ),
-    ] = None,
-    sample: Annotated[
-        Path | None,
-        typer.Option(
-            "--sample",
-            metavar="FILE",
-            help="A saved Prometheus API answer (query, query_range or series) of the brokers' "
-            "quota metrics: the conventions are read off its series.",
-            show_default=False,
-        ),
-    ] = None,
+    manifests: RuleManifests = None,
+    out: RuleOut = ...,  # type: ignore[assignment]
+    snapshot: RuleSnapshot = None,
+    cluster_name: RuleClusterName = None,
+    convention: RuleConventions = None,
+    sample: RuleSample = None,
     cluster_label: ClusterLabel = None,
     broker_label: BrokerLabel = "instance",
-    interval: Annotated[
-        str | None,
-        typer.Option(
-            "--interval",
-            metavar="DURATION",
-            help="The rule groups' evaluation interval (default: Prometheus' evaluation_interval).",
-            show_default=False,
-        ),
-    ] = None,
+    interval: RuleInterval = None,
     alerts: AlertOptions = ALERTS,
     connection: ConnectionOptions = CONNECTION,
 ) -> None:
@@ -245,6 +261,12 @@ def rules(
     )
     if str(out) == "-":
         sys.stdout.write(run.text)
+    _say_rules_written(run, sample, out)
+
+
+def _say_rules_written(run: MonitorRulesRun, sample: Path | None, out: Path) -> None:
+    """What ``monitor rules`` wrote, on standard error: the conventions read
+    off ``--sample``, the rules per cluster and the keys with limits."""
     built = run.rule_file
     err = make_console(stderr=True)
     if run.detected is not None:

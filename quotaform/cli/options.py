@@ -19,10 +19,10 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from quotaform.app.common import ConnectionOptions
-from quotaform.app.volumes import VolumeSource
 from quotaform.cli.output import OutputFormat
 from quotaform.cluster.profiles import DEFAULT_CONFIG_FILE, ENV_CONFIG
 from quotaform.cluster.wire.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.state import ChangeBudget
 
 __all__ = [

@@ -8,14 +8,13 @@ any failed, else (with ``--detailed-exitcode``) 2 if any has changes, else 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from quotaform.app.common import ConnectionOptions
 from quotaform.app.plan import AllClustersRequest, PlanRequest, plan_all_clusters, run_plan
-from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
     BUDGET,
     CONNECTION,
@@ -30,13 +29,17 @@ from quotaform.cli.options import (
 )
 from quotaform.cli.output import OutputFormat, emit
 from quotaform.cli.view import make_view
-from quotaform.errors import ClusterConfigError, plan_exit_code
+from quotaform.errors import plan_exit_code
+from quotaform.plan.facts import VolumeSource
 from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget
 from quotaform.render.text import render_markdown, render_text
 
-__all__ = ["plan", "print_plan", "register"]
+if TYPE_CHECKING:
+    from quotaform.plan.multicluster import MultiClusterPlan
+
+__all__ = ["plan", "print_multi_plan", "print_plan", "register"]
 
 
 def print_plan(
@@ -56,6 +59,20 @@ def print_plan(
         markdown=lambda p: render_markdown(*p),
         json=json,
         console=console,
+    )
+
+
+def print_multi_plan(report: MultiClusterPlan, output: OutputFormat) -> None:
+    """Print ``--all-clusters``' report as ``output``."""
+    from quotaform.formats.multicluster import render_multi_json
+    from quotaform.render.multicluster import render_multi_markdown, render_multi_text
+
+    emit(
+        report,
+        output,
+        text=render_multi_text,
+        markdown=render_multi_markdown,
+        json=render_multi_json,
     )
 
 
@@ -109,52 +126,33 @@ def plan(
     profile, in one report; exit 1 if any cluster failed, else with
     --detailed-exitcode 2 if any has changes, else 0.
     """
-    flags, options = budget, connection
     if all_clusters:
-        clash = options.flags_given() + (["--out"] if out is not None else [])
-        clash += ["--super-user"] if super_users else []
-        if clash:
-            raise ClusterConfigError(
-                f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
-            )
-        from quotaform.formats.multicluster import render_multi_json
-        from quotaform.render.multicluster import render_multi_markdown, render_multi_text
-
         report = plan_all_clusters(
             AllClustersRequest(
-                tuple(manifests), config=options.config, budget=flags, timeout_s=options.timeout_s
+                tuple(manifests),
+                connection=connection,
+                budget=budget,
+                out=out,
+                super_users=tuple(super_users or ()),
             )
         )
-        emit(
-            report,
-            output,
-            text=render_multi_text,
-            markdown=render_multi_markdown,
-            json=render_multi_json,
+        print_multi_plan(report, output)
+        failed, changes = bool(report.failed), bool(report.with_changes)
+    else:
+        outcome = run_plan(
+            PlanRequest(
+                tuple(manifests),
+                connection=connection,
+                budget=budget,
+                volumes=volumes,
+                out=out,
+                show=lambda plan, review: print_plan(plan, review, output),
+                view=make_view(),
+                super_users=tuple(super_users or ()),
+            )
         )
-        code = plan_exit_code(
-            failed=bool(report.failed),
-            changes=bool(report.with_changes),
-            detailed=detailed_exitcode,
-        )
-        if code:
-            raise typer.Exit(code)
-        return
-    outcome = run_plan(
-        PlanRequest(
-            tuple(manifests),
-            connection=options,
-            budget=flags,
-            volumes=volumes,
-            out=out,
-            show=lambda plan, review: print_plan(plan, review, output),
-            view=make_view(),
-            super_users=tuple(super_users or ()),
-        )
-    )
-    code = plan_exit_code(
-        failed=False, changes=outcome.plan.summary.has_changes, detailed=detailed_exitcode
-    )
+        failed, changes = False, outcome.plan.summary.has_changes
+    code = plan_exit_code(failed=failed, changes=changes, detailed=detailed_exitcode)
     if code:
         raise typer.Exit(code)
 

@@ -83,22 +83,26 @@ def up(
         ),
     ] = False,
     brokers: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--brokers",
             min=1,
             help="Broker processes. With 1 broker and 1 controller (the default) the "
-            "sandbox is one combined KRaft node.",
+            "sandbox is one combined KRaft node. Not given: as many as the running "
+            "sandbox has.",
+            show_default="1",
         ),
-    ] = 1,
+    ] = None,
     controllers: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--controllers",
             min=1,
-            help="Controller processes of the metadata quorum (3 survive the loss of one).",
+            help="Controller processes of the metadata quorum (3 survive the loss of one). "
+            "Not given: as many as the running sandbox has.",
+            show_default="1",
         ),
-    ] = 1,
+    ] = None,
     exporter: Annotated[
         Path | None,
         typer.Option(
@@ -170,7 +174,8 @@ def fetch(
 
 @sandbox_app.command("status")
 def status(name: Name = DEFAULT_SANDBOX_NAME) -> None:
-    """Show whether the sandbox runs (exit 0 running, 3 not running, 4 not answering)."""
+    """Show whether the sandbox runs (exit 0 running, 3 not running, 4 not answering or
+    some nodes down)."""
     found = broker_status(name=name)
     broker = found.broker
     if broker is None:

@@ -22,7 +22,6 @@ from quotaform.app.storage import (
     run_status,
     run_watch,
 )
-from quotaform.app.volumes import VolumeSource
 from quotaform.cli.options import (
     CONNECTION,
     VOLUMES,
@@ -36,6 +35,7 @@ from quotaform.cli.view import make_view
 from quotaform.errors import StorageError
 from quotaform.formats.storage import records_json_lines, render_status_json, status_document
 from quotaform.manifest.models import parse_duration
+from quotaform.plan.facts import VolumeSource
 from quotaform.render.storage import status_markdown, status_text
 
 __all__ = ["register", "storage_app"]

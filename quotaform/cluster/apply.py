@@ -131,6 +131,8 @@ def apply_plan(
     readback_interval_s: float = 0.2,
 ) -> ApplyResult:
     """Apply ``plan``'s pending changes to the cluster behind ``client``.
+    (Over 80 lines: the three steps of an apply, validate_only, alter and
+    read-back, with the rule that ends each, read best in one place.)
 
     Once any real alter has been sent this always returns a result, never
     raises: every entity is applied (the broker said so), failed (with the
@@ -163,25 +165,16 @@ def apply_plan(
     alterations = [alteration(c) for c in pending]
     start_counts = dict(client.rpc_counts)
 
-    def progress(stage: str) -> Callable[[int, int], None] | None:
-        if on_progress is None:
-            return None
-        return lambda done, total: on_progress(stage, done, total)
-
     def not_applied(
         results: Mapping[Entity, AlterResult], status: ApplyStatus, error: str | None = None
     ) -> ApplyResult:
-        reports = tuple(
-            EntityResult(c, EntityOutcome.NOT_APPLIED, _message(results.get(c.entity)))
-            for c in pending
-        )
-        return ApplyResult(status, reports, _delta(client, start_counts), error=error)
+        return _not_applied(pending, results, status, _delta(client, start_counts), error)
 
     # 1. validate_only: all or nothing. It never writes, so a lost answer
     # here still means nothing was applied.
     log.info("apply: validate_only pre-check of %d entities", len(alterations))
     checked = client.alter_client_quotas(
-        alterations, validate_only=True, on_batch=progress("validate")
+        alterations, validate_only=True, on_batch=_stage_progress(on_progress, "validate")
     )
     lost = [r for r in checked.values() if r.outcome in _LOST]
     if lost:
@@ -202,7 +195,7 @@ def apply_plan(
     # 2. The real alter; every entity's result on its own.
     log.info("apply: altering %d entities", len(alterations))
     results = client.alter_client_quotas(
-        alterations, validate_only=False, on_batch=progress("apply")
+        alterations, validate_only=False, on_batch=_stage_progress(on_progress, "apply")
     )
     if all(r.outcome is AlterOutcome.NOT_SENT for r in results.values()):
         reason = next(iter(results.values())).error
@@ -215,9 +208,76 @@ def apply_plan(
 
     # 3. Read-back until every applied entity shows what the plan says; a
     # read-back that cannot be made never erases what the broker confirmed.
-    # With several brokers each one is read (the connection's broker is one).
+    live, brokers, readback_error, waited = _read_back_everywhere(
+        client, pending, results, readback_timeout_s, readback_interval_s, on_progress
+    )
+    done = [_entity_result(c, results.get(c.entity), live) for c in pending]
+    status = _status(done, brokers, readback_error)
+    return ApplyResult(
+        status,
+        tuple(done),
+        _delta(client, start_counts),
+        waited,
+        readback_error=readback_error,
+        brokers=brokers,
+    )
+
+
+def _not_applied(
+    pending: list[EntityChange],
+    results: Mapping[Entity, AlterResult],
+    status: ApplyStatus,
+    rpc_counts: dict[str, int],
+    error: str | None,
+) -> ApplyResult:
+    """Nothing applied: every pending entity ``NOT_APPLIED``, with the
+    broker's message for it when there is one."""
+    reports = tuple(
+        EntityResult(c, EntityOutcome.NOT_APPLIED, _message(results.get(c.entity)))
+        for c in pending
+    )
+    return ApplyResult(status, reports, rpc_counts, error=error)
+
+
+def _stage_progress(
+    on_progress: Callable[[str, int, int], None] | None, stage: str
+) -> Callable[[int, int], None] | None:
+    """``on_progress`` for one stage: ``(done, total)`` -> ``(stage, done, total)``."""
+    if on_progress is None:
+        return None
+    return lambda done, total: on_progress(stage, done, total)
+
+
+def _entity_result(
+    change: EntityChange,
+    result: AlterResult | None,
+    live: Mapping[Entity, Mapping[str, float]] | None,
+) -> EntityResult:
+    """One entity's outcome (unknown without an answer) with what the
+    read-back last saw of it (``None``: nothing could be read)."""
+    outcome = _OUTCOME[result.outcome] if result else EntityOutcome.UNKNOWN
+    seen = dict(live.get(change.entity, {})) if live is not None else None
+    return EntityResult(change, outcome, _message(result), seen)
+
+
+def _read_back_everywhere(
+    client: QuotaWriter,
+    pending: list[EntityChange],
+    results: Mapping[Entity, AlterResult],
+    timeout_s: float,
+    interval_s: float,
+    on_progress: Callable[[str, int, int], None] | None,
+) -> tuple[
+    dict[Entity, dict[str, float]] | None, tuple[BrokerReadBack, ...], str | None, float
+]:
+    """Read the applied entities back until they show the plan or
+    ``timeout_s`` passes: on each broker when there are several (the
+    connection's broker is one), else through the client. Returns what was
+    last seen (``None``: nothing could be read), each broker's read-back,
+    why the read-back could not be made (never raised: the broker's answers
+    stand) and the seconds waited."""
     t0 = time.monotonic()
-    deadline = t0 + readback_timeout_s
+    deadline = t0 + timeout_s
     log.info("apply: reading back")
     readback_error: str | None = None
     unlisted: str | None = None
@@ -229,7 +289,7 @@ def apply_plan(
             several = len(client.brokers(timeout_ms=_left_ms(deadline))) > 1
             if several:
                 brokers, live = _read_back_on_brokers(
-                    client, pending, results, deadline, readback_interval_s, on_progress
+                    client, pending, results, deadline, interval_s, on_progress
                 )
         except Exception as exc:  # the brokers could not be listed: read through the client
             unlisted = f"the brokers could not be listed: {str(exc) or type(exc).__name__}"
@@ -240,38 +300,25 @@ def apply_plan(
                 pending,
                 results,
                 max(deadline - time.monotonic(), 0.0),
-                readback_interval_s,
+                interval_s,
                 on_progress,
             )
         except Exception as exc:  # whatever it is, the result must still be reported
             live, readback_error = None, str(exc) or type(exc).__name__
-    readback_error = readback_error or unlisted
-    waited = time.monotonic() - t0
+    return live, brokers, readback_error or unlisted, time.monotonic() - t0
 
-    done: list[EntityResult] = []
-    for c in pending:
-        result = results.get(c.entity)
-        outcome = _OUTCOME[result.outcome] if result else EntityOutcome.UNKNOWN
-        seen = live.get(c.entity, {}) if live is not None else None
-        done.append(EntityResult(c, outcome, _message(result), seen))
+
+def _status(
+    done: list[EntityResult], brokers: tuple[BrokerReadBack, ...], readback_error: str | None
+) -> ApplyStatus:
+    """PARTIAL when an entity was not applied; APPLIED when every one was and
+    the read-back (on every broker) shows the plan; else NOT_CONVERGED."""
     if any(r.outcome is not EntityOutcome.APPLIED for r in done):
-        status = ApplyStatus.PARTIAL
-    elif (
-        all(r.converged for r in done)
-        and all(b.matched for b in brokers)
-        and readback_error is None
-    ):
-        status = ApplyStatus.APPLIED
-    else:
-        status = ApplyStatus.NOT_CONVERGED
-    return ApplyResult(
-        status,
-        tuple(done),
-        _delta(client, start_counts),
-        waited,
-        readback_error=readback_error,
-        brokers=brokers,
-    )
+        return ApplyStatus.PARTIAL
+    read_back = readback_error is None and all(b.matched for b in brokers)
+    if read_back and all(r.converged for r in done):
+        return ApplyStatus.APPLIED
+    return ApplyStatus.NOT_CONVERGED
 
 
 def alteration(change: EntityChange) -> QuotaAlteration:

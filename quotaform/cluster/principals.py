@@ -9,12 +9,11 @@ returned as a reason (for a ``Note:``), never raised.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from quotaform.cluster.brokers import BrokerConfigs, read_broker_configs
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.errors import BrokerError
-from quotaform.kafka.names import parse_super_users
+from quotaform.plan.facts import SUPER_USERS, BrokerSuperUsers, ScramUsers
 
 __all__ = [
     "SCRAM_TIMEOUT_S",
@@ -27,25 +26,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The broker setting naming the principals the authorizer allows everything
-#: (``StandardAuthorizer``, ``AclAuthorizer``).
-SUPER_USERS = "super.users"
 #: Seconds DescribeUserScramCredentials may take at most (the connection's
 #: request timeout when shorter): the answer only adds warnings.
 SCRAM_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class ScramUsers:
-    """The cluster's SCRAM users, or why they are not known.
-
-    Attributes:
-        names: every user with SCRAM credentials, sorted; ``None`` when not known.
-        problem: why not (the refusal naming the ACL needed, or the failure).
-    """
-
-    names: tuple[str, ...] | None
-    problem: str | None = None
 
 
 def read_scram_users(client: QuotaAdminClient, *, timeout_s: float = SCRAM_TIMEOUT_S) -> ScramUsers:
@@ -65,25 +48,6 @@ def read_scram_users(client: QuotaAdminClient, *, timeout_s: float = SCRAM_TIMEO
     return ScramUsers(names)
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerSuperUsers:
-    """The brokers' ``super.users``, as far as DescribeConfigs tells it.
-
-    Attributes:
-        principals: ``{principal: broker ids that list it}``, principals as
-            written (``User:admin``), sorted by principal.
-        hidden: the brokers that withheld the value: brokers report a config
-            their ``KafkaConfig`` does not define (the authorizer's
-            ``super.users``) as sensitive, with no value (Kafka 4.3.1 does).
-        errors: ``{broker id: reason}`` for brokers that could not be asked,
-            refused, or gave a value that does not parse.
-    """
-
-    principals: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    hidden: tuple[str, ...] = ()
-    errors: dict[str, str] = field(default_factory=dict)
-
-
 def read_super_users(
     client: QuotaAdminClient, configs: BrokerConfigs | None = None
 ) -> BrokerSuperUsers:
@@ -98,22 +62,4 @@ def read_super_users(
     """
     if configs is None:
         configs = read_broker_configs(client, [SUPER_USERS])
-    listed: dict[str, list[str]] = {}
-    errors = dict(configs.errors)
-    for broker, values in configs.values.items():
-        value = values.get(SUPER_USERS)
-        if not value:
-            continue
-        try:
-            principals = parse_super_users(value)
-        except ValueError as exc:
-            errors[broker] = f"{SUPER_USERS} does not parse: {exc}"
-            continue
-        for principal in principals:
-            listed.setdefault(principal, []).append(broker)
-    hidden = tuple(b for b, names in configs.hidden.items() if SUPER_USERS in names)
-    return BrokerSuperUsers(
-        principals={p: tuple(listed[p]) for p in sorted(listed)},
-        hidden=hidden,
-        errors=errors,
-    )
+    return BrokerSuperUsers.from_configs(configs.values, configs.hidden, configs.errors)

@@ -301,6 +301,19 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
         ClusterConfigError: unreadable file, YAML errors, unknown or missing
             fields, inline secrets, bad cluster names; every problem at once.
     """
+    root, node = _profiles_document(path)
+    model = _validated(path, root, node)
+    profiles = _profiles_of(path, node, model)
+    return ClusterProfiles(path=path, profiles=MappingProxyType(profiles))
+
+
+def _profiles_document(path: Path) -> tuple[Mapping[str, Any], Node]:
+    """The profiles file's one document, as data and as the YAML node its
+    line numbers come from.
+
+    Raises:
+        ClusterConfigError: unreadable file, YAML errors, not one mapping.
+    """
     try:
         # A NUL is refused by the YAML reader itself, with its line.
         text = read_text(path, LIMITS["profiles"], nul=True)
@@ -318,7 +331,16 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
             f"{path}: (document): expected a mapping with a clusters key, e.g. "
             "clusters: {prod-eu: {bootstrapServers: HOST:PORT}}"
         )
+    return root, node
 
+
+def _validated(path: Path, root: Mapping[str, Any], node: Node) -> _FileModel:
+    """The profiles file's model: every problem at once (inline secrets,
+    unknown or missing fields, bad cluster names), each with its line.
+
+    Raises:
+        ClusterConfigError: the problems.
+    """
     problems: list[_Problem] = []
     secrets = _inline_secrets(root)
     for loc in secrets:
@@ -359,7 +381,12 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
     if problems:
         raise ClusterConfigError("\n".join(p.text for p in sorted(set(problems))))
     assert model is not None
+    return model
 
+
+def _profiles_of(path: Path, node: Node, model: _FileModel) -> dict[str, ClusterProfile]:
+    """Each profile, relative paths made absolute against the file's
+    directory, with where it was written."""
     base = path.parent
 
     def absolute(value: str | None) -> Path | None:
@@ -387,7 +414,7 @@ def load_cluster_profiles(path: Path) -> ClusterProfiles:
         )
         for name, p in sorted(model.clusters.items())
     }
-    return ClusterProfiles(path=path, profiles=MappingProxyType(profiles))
+    return profiles
 
 
 # --------------------------------------------------------------- resolving

@@ -39,6 +39,15 @@ class ClusterReader(QuotaReader, Protocol):
     def cluster_id(self) -> str: ...
 
 
+_DESCRIBE = "DescribeClientQuotas"
+
+
+def _describes(reader: QuotaReader) -> int:
+    """DescribeClientQuotas requests ``reader`` made so far: only those, as
+    the other facts of the cluster are read at the same time."""
+    return reader.rpc_counts.get(_DESCRIBE, 0)
+
+
 def shape_filter(shape: Iterable[str]) -> list[FilterComponent]:
     """ANY components for every entity type of ``shape``; with ``strict=True``
     this matches exactly the entities of that shape, defaults included."""
@@ -82,7 +91,7 @@ def read_live_state(
     """
     owned = set(scope.shapes)
     shapes = SHAPES if count_unmanaged else tuple(s for s in SHAPES if s in owned)
-    before = sum(reader.rpc_counts.values())
+    before = _describes(reader)
     start = time.perf_counter()
     entities: dict[Entity, dict[str, float]] = {}
     outside: dict[Entity, dict[str, float]] = {}
@@ -100,14 +109,14 @@ def read_live_state(
         "read the live state: %d entities in scope, %d outside, %d RPC(s) in %.3f s",
         len(entities),
         sum(by_shape.values()),
-        sum(reader.rpc_counts.values()) - before,
+        _describes(reader) - before,
         time.perf_counter() - start,
     )
     return LiveState(
         entities=entities,
         unmanaged_by_shape=by_shape,
         cluster_id=cluster_id,
-        rpc_counts={"DescribeClientQuotas": sum(reader.rpc_counts.values()) - before},
+        rpc_counts={_DESCRIBE: _describes(reader) - before},
         outside=outside,
     )
 
@@ -136,7 +145,7 @@ def describe_matching(
             DESCRIBE_CONFIGS on CLUSTER; InvalidRequest for a filter the
             broker refuses, such as ip with user).
     """
-    before = sum(reader.rpc_counts.values())
+    before = _describes(reader)
     if components is None:
         entities = describe_shapes(reader, SHAPES)
     else:
@@ -145,5 +154,5 @@ def describe_matching(
         entities=entities,
         unmanaged_by_shape={},
         cluster_id=cluster_id,
-        rpc_counts={"DescribeClientQuotas": sum(reader.rpc_counts.values()) - before},
+        rpc_counts={_DESCRIBE: _describes(reader) - before},
     )

@@ -23,7 +23,14 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from quotaform import __version__
 from quotaform.errors import ExportError
-from quotaform.kafka.entity import ENTITY_TYPES, SHAPE_NAMES, Entity, shape_from_name, shape_name
+from quotaform.kafka.entity import (
+    DEFAULT_NAME,
+    ENTITY_TYPES,
+    SHAPE_NAMES,
+    Entity,
+    shape_from_name,
+    shape_name,
+)
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.names import normalise_ip
 from quotaform.kafka.units import format_quota_value, parse_quota_value, same_value
@@ -48,7 +55,9 @@ LiveQuotas = Mapping[Entity, Mapping[str, float]]
 """``{entity: {quota key: value}}``, as in :attr:`LiveState.entities`."""
 
 #: End-of-line comment on an entity with a part literally named ``<default>``.
-DEFAULT_NAME_COMMENT = '"<default>" is an ordinary {etype} name here, not the default {etype}'
+DEFAULT_NAME_COMMENT = (
+    f'"{DEFAULT_NAME}" is an ordinary {{etype}} name here, not the default {{etype}}'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +152,7 @@ def yaml_name(name: str) -> str:
     double-quoted string (``"2001:db8::10"``, ``"<default>"``, ``"yes"``,
     ``"my app"``)."""
     plain = (
-        name != "<default>"
+        name != DEFAULT_NAME
         and _PLAIN_NAME.fullmatch(name) is not None
         and all(str(r.resolve(ScalarNode, name, (True, False))) == _STR_TAG for r in _RESOLVERS)
     )
@@ -250,7 +259,7 @@ def quota_entry(
     if flow_values:
         _flow(values)
     item = CommentedMap(entity=_entity_map(entity), values=values)
-    literal = [etype for etype, name in entity.parts if name == "<default>"]
+    literal = [etype for etype, name in entity.parts if name == DEFAULT_NAME]
     if literal:
         item.yaml_add_eol_comment(
             "; ".join(DEFAULT_NAME_COMMENT.format(etype=t) for t in literal), "entity"

@@ -30,7 +30,7 @@ from quotaform.formats.explain import (
     principal_from_doc,
 )
 from quotaform.kafka.entity import Entity
-from quotaform.kafka.resolution import Fallback
+from quotaform.kafka.removals import Fallback
 from quotaform.plan.enforcement import QuotaEnforcement
 from quotaform.plan.explain import ChangedKey, ProbeImpact
 from quotaform.plan.guards import GuardKind, Violation

@@ -305,6 +305,51 @@ def _refuse(shown: str, what: str, lines: list[str]) -> PlanFileError:
     return PlanFileError(f"{shown}: {what}: {'; '.join(listed)}{more}. Refusing it; plan again.")
 
 
+def _check_envelope(document: dict[str, Any], shown: str, key: bytes | None) -> bool:
+    """Check what surrounds the plan: both format versions readable here,
+    the checksum, and with ``key`` the signature. Returns whether the file
+    is signed.
+
+    Raises:
+        PlanFileError: a newer format, a checksum mismatch, a missing or
+            wrong signature while a key is set.
+    """
+    body = {k: v for k, v in document.items() if k != "checksum"}
+    plan_data = body.get("plan")
+    envelope = body.get("format_version", PLANFILE_FORMAT_VERSION)
+    writer = escape_unprintable(str(body.get("quotaform_version", "?")))[:40]
+    if isinstance(envelope, int) and envelope > PLANFILE_FORMAT_VERSION:
+        raise PlanFileError(
+            f"{shown} is a plan file of format_version {envelope}, written by quotaform "
+            f"{writer}; this quotaform reads version "
+            f"{PLANFILE_FORMAT_VERSION}: upgrade quotaform or plan again"
+        )
+    version = plan_data.get("format_version") if isinstance(plan_data, dict) else None
+    if isinstance(version, int) and version > PLAN_FORMAT_VERSION:
+        raise PlanFileError(
+            f"{shown} has plan format_version {version}, written by quotaform "
+            f"{writer}; this quotaform reads version "
+            f"{PLAN_FORMAT_VERSION}: upgrade quotaform or plan again"
+        )
+    if hashlib.sha256(_canonical(body)).hexdigest() != document["checksum"]:
+        raise PlanFileError(f"{shown} is damaged or was edited (checksum mismatch): refusing it")
+    signed = isinstance(body.get("signature"), dict)
+    if key is not None:
+        signature = body.pop("signature", None)
+        value = signature.get("value") if isinstance(signature, dict) else None
+        if not isinstance(value, str):
+            raise PlanFileError(
+                f"{shown} is not signed, but {ENV_PLAN_KEY} is set: refusing a plan the "
+                "plan job did not sign"
+            )
+        if not hmac.compare_digest(value, _sign(key, body)):
+            raise PlanFileError(
+                f"{shown} has a signature that does not match {ENV_PLAN_KEY}: it was "
+                "edited or signed with another key; refusing it"
+            )
+    return signed
+
+
 def load_saved_plan(
     path: str | Path, *, env: Mapping[str, str] | None = None, purpose: str = "apply"
 ) -> SavedPlan:
@@ -342,39 +387,7 @@ def load_saved_plan(
     document, text = _read_json(path, shown)
     if not isinstance(document, dict) or "plan" not in document or "checksum" not in document:
         raise PlanFileError(f"{shown} is not a quotaform plan file (no plan and checksum)")
-    body = {k: v for k, v in document.items() if k != "checksum"}
-    plan_data = body.get("plan")
-    envelope = body.get("format_version", PLANFILE_FORMAT_VERSION)
-    writer = escape_unprintable(str(body.get("quotaform_version", "?")))[:40]
-    if isinstance(envelope, int) and envelope > PLANFILE_FORMAT_VERSION:
-        raise PlanFileError(
-            f"{shown} is a plan file of format_version {envelope}, written by quotaform "
-            f"{writer}; this quotaform reads version "
-            f"{PLANFILE_FORMAT_VERSION}: upgrade quotaform or plan again"
-        )
-    version = plan_data.get("format_version") if isinstance(plan_data, dict) else None
-    if isinstance(version, int) and version > PLAN_FORMAT_VERSION:
-        raise PlanFileError(
-            f"{shown} has plan format_version {version}, written by quotaform "
-            f"{writer}; this quotaform reads version "
-            f"{PLAN_FORMAT_VERSION}: upgrade quotaform or plan again"
-        )
-    if hashlib.sha256(_canonical(body)).hexdigest() != document["checksum"]:
-        raise PlanFileError(f"{shown} is damaged or was edited (checksum mismatch): refusing it")
-    signed = isinstance(body.get("signature"), dict)
-    if key is not None:
-        signature = body.pop("signature", None)
-        value = signature.get("value") if isinstance(signature, dict) else None
-        if not isinstance(value, str):
-            raise PlanFileError(
-                f"{shown} is not signed, but {ENV_PLAN_KEY} is set: refusing a plan the "
-                "plan job did not sign"
-            )
-        if not hmac.compare_digest(value, _sign(key, body)):
-            raise PlanFileError(
-                f"{shown} has a signature that does not match {ENV_PLAN_KEY}: it was "
-                "edited or signed with another key; refusing it"
-            )
+    signed = _check_envelope(document, shown, key)
     try:
         doc = PlanFileDocument.model_validate(document)
     except ValidationError as exc:

@@ -545,6 +545,9 @@ def gc_paused() -> Iterator[None]:
 
 
 def _read_fast(text: str, max_depth: int) -> list[tuple[Any, Lines]]:
+    """libyaml's events into data and line numbers in one loop. (Over 80
+    lines: the loop is the manifests' hot path, its state kept in locals
+    rather than spread over calls.)"""
     yaml = YAML(typ="safe", pure=False)
     yaml.Constructor, yaml.Resolver = _Constructor, _CResolver
     table = _C_TABLE or yaml.resolver._table()

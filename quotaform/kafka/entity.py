@@ -25,6 +25,7 @@ __all__ = [
     "CLIENT_ID",
     "CONFIG_COMMAND_TYPES",
     "CONFIG_COMMAND_WORDS",
+    "DEFAULT_NAME",
     "ENTITY_TYPES",
     "IP",
     "SHAPES",
@@ -35,6 +36,8 @@ __all__ = [
     "Shape",
     "config_command_label",
     "escape_unprintable",
+    "mixes_ip",
+    "present_types",
     "quote_name",
     "shape_from_name",
     "shape_name",
@@ -43,6 +46,10 @@ __all__ = [
 USER = "user"
 CLIENT_ID = "client-id"
 IP = "ip"
+
+#: How Kafka's tools show a default entity's name (``None`` here, null on the
+#: wire). A name literally spelled so is an ordinary, different entity.
+DEFAULT_NAME = "<default>"
 
 #: Entity types in display and sort order.
 ENTITY_TYPES: tuple[str, ...] = (USER, CLIENT_ID, IP)
@@ -55,6 +62,20 @@ Shape = tuple[str, ...]
 #: The shapes Kafka accepts (KIP-546, KIP-612), in display and sort order.
 SHAPES: tuple[Shape, ...] = ((USER,), (CLIENT_ID,), (USER, CLIENT_ID), (IP,))
 _SHAPE_ORDER = {s: i for i, s in enumerate(SHAPES)}
+
+
+def mixes_ip(types: Iterable[str]) -> bool:
+    """True when ``types`` combine ``ip`` with ``user`` or ``client-id``: Kafka
+    never accepts that (KIP-612, ``ClientQuotaControlManager``)."""
+    present = set(types)
+    return IP in present and len(present) > 1
+
+
+def present_types(*, user: object = None, client_id: object = None, ip: object = None) -> Shape:
+    """The entity types given a value (not ``None``), in display order: the
+    parts a client or a filter names, for :func:`mixes_ip`."""
+    given = ((USER, user), (CLIENT_ID, client_id), (IP, ip))
+    return tuple(t for t, value in given if value is not None)
 
 
 def shape_name(shape: Iterable[str]) -> str:
@@ -234,7 +255,7 @@ class Entity:
         if unknown:
             return f"unknown entity type {unknown[0]!r} (expected one of {', '.join(ENTITY_TYPES)})"
         if self.types not in _SHAPE_ORDER:
-            if IP in self.types:
+            if mixes_ip(self.types):
                 return "ip cannot be combined with user or client-id (KIP-612)"
             return f"unsupported entity shape {shape_name(self.types) or '(empty)'}"
         return None
@@ -245,7 +266,7 @@ class Entity:
         characters escaped), so a user literally named ``"<default>"`` never
         reads as the default entity and no name can break a line."""
         return ", ".join(
-            f"{t}=<default>" if n is None else f"{t}={quote_name(n)}" for t, n in self.parts
+            f"{t}={DEFAULT_NAME}" if n is None else f"{t}={quote_name(n)}" for t, n in self.parts
         )
 
     def __str__(self) -> str:

@@ -20,12 +20,12 @@ keys. Per key (:data:`STEADY_RULES`):
 * ``producer_byte_rate``: every produce request is recorded and throttled:
   ``X = excess in the window / T``, which settles at ``S / T``.
 * ``consumer_byte_rate``: a fetch that would exceed is answered EMPTY and
-  un-recorded (``KafkaApis``): a data fetch of S, then an empty fetch held
-  about ``S / T``; the response is capped by the broker at
+  un-recorded (``KafkaApis``); the response is capped by the broker at
   ``T x (quota.window.num - 1) x quota.window.size.seconds``
   (``ClientQuotaManager.maxValueInQuotaWindow``), so S is too. Only whole
-  fetches fit in the window, so the consumer gets less than T
-  (:func:`throughput_after`).
+  fetches fit in the window, each refused one held ``(k + 1) x S / T - W'``
+  (:func:`refused_fetch_ms`), and the consumer asks again only then, so it
+  gets less than T (:func:`whole_fetch_rate`).
 * ``controller_mutation_rate``: KIP-599's token bucket (burst ``T x num x
   size``, notes 2.3): once the burst is drained (after ``burst / (O - T)``
   s), each accepted request of S mutations drives the bucket to ``-S`` and is
@@ -70,10 +70,12 @@ __all__ = [
     "demand_cut",
     "fetch_cap",
     "first_throttle_ms",
+    "refused_fetch_ms",
     "request_size",
     "share_over",
     "steady_throttle_ms",
     "throughput_after",
+    "whole_fetch_rate",
 ]
 
 #: ``request_bytes_source`` when S is the key's default (:attr:`SteadyRule.default_size`).
@@ -192,6 +194,79 @@ def _limited(observed: float, quota: float | None) -> bool:
     return quota is not None and quota > 0 and observed > quota
 
 
+def whole_fetch_rate(
+    quota: float, size: float, *, window_s: float = DEFAULT_QUOTA_WINDOW_S
+) -> float:
+    """What a consumer held by ``quota`` (bytes/s) with fetches of ``size``
+    bytes (S) gets, bytes/s, as it measures itself: whole fetches only, and
+    after them fetches refused until the window frees.
+
+    From the broker's code (``KafkaApis`` fetch path, ``ClientQuotaManager``,
+    ``SampledStat``, ``Rate``) and the client's (KIP-219: a throttled
+    response is answered at once; the Java ``NetworkClient`` and
+    kafka-python's connection send nothing to that broker for its
+    ``throttle_time_ms``):
+
+    * a fetch is recorded in the 1 s sample holding its time; the sample, and
+      so the fetch, leaves the window ``quota.window.num`` x
+      ``quota.window.size.seconds`` after the sample began: L = 10 to 11 s
+      after the fetch (W' = ``window_s - quota.window.size.seconds / 2`` =
+      10.5 s on average);
+    * a fetch that would take the window's rate over T is answered EMPTY
+      and un-recorded, so at most ``k = max(1, floor(T x W' / S))`` whole
+      fetches are in the window; the k pass together once it is free (each
+      asked at once after the one before);
+    * with the window full, each fetch asked is refused with
+      ``X = (O - T) / T x W = (k + 1) x S / T - W'`` s
+      (``QuotaUtils.throttleTime``, O the rate with the asked fetch), and the
+      consumer asks again only X later: it asks at X, 2X, ... after the k
+      fetches, and the first ask at or after L passes.
+
+    So k fetches every ``P = X x E[ceil(L / X)]``, L uniform over the
+    sample's second: ``k x S / P``, at most T. Under 512 KiB/s with 1 MiB
+    fetches: k = 5, X = 1.5 s, asks 7 or 8 times: 5 MiB every 11.25 s =
+    466,034 B/s (the broker's own ``byte-rate``, the bytes in the window
+    over it, reads k x S / W' = 499,322 B/s); under 150 KiB/s: k = 1, X =
+    3.15 s, 1 MiB every 4 x X = 12.6 s = 83,132 B/s.
+    """
+    held_s, fit = _whole_fetches(quota, size, window_s)
+    refused_s = (fit + 1) * size / quota - held_s
+    first_s, last_s = window_s - QUOTA_WINDOW_SIZE_S, window_s
+    asks = (_ceil_integral(last_s, refused_s) - _ceil_integral(first_s, refused_s)) / (
+        last_s - first_s
+    )
+    return min(quota, fit * size / (refused_s * asks))
+
+
+def _ceil_integral(upto: float, step: float) -> float:
+    """``integral of ceil(x / step) dx`` from 0 to ``upto`` (``n = floor(upto
+    / step)`` whole steps, then the part step)."""
+    n = math.floor(upto / step)
+    return step * n * (n + 1) / 2 + (n + 1) * (upto - n * step)
+
+
+def _whole_fetches(quota: float, size: float, window_s: float) -> tuple[float, int]:
+    """W' (seconds a fetch stays in the window, on average) and k (the whole
+    fetches of ``size`` that fit in it under ``quota``, at least 1)."""
+    held_s = window_s - QUOTA_WINDOW_SIZE_S / 2
+    return held_s, max(1, math.floor(quota * held_s / size))
+
+
+def refused_fetch_ms(
+    quota: float, size: float, *, window_s: float = DEFAULT_QUOTA_WINDOW_S
+) -> float:
+    """The throttle time (ms) of a fetch refused while the window holds its k
+    whole fetches (:func:`whole_fetch_rate`): ``Math.round(((k + 1) x S / T -
+    W') x 1000)``, the rate with the asked fetch over T times the window
+    (``QuotaUtils.throttleTime``). Every response the consumer gets throttled
+    is such an empty one, so this is what the broker's ``throttle-time``
+    (the mean of the throttled responses) reads: 1,500 ms for 1 MiB fetches
+    under 512 KiB/s (measured 1,297-1,718 ms, ``benchmarks/README.md``), where
+    S / T says 2,000."""
+    held_s, fit = _whole_fetches(quota, size, window_s)
+    return java_round(((fit + 1) * size / quota - held_s) * 1000.0)
+
+
 def throughput_after(
     key: str,
     observed: float,
@@ -199,33 +274,35 @@ def throughput_after(
     size: float,
     *,
     window_s: float = DEFAULT_QUOTA_WINDOW_S,
+    typical: float | None = None,
 ) -> float:
-    """What a group wanting ``observed`` (key unit/s) gets under ``quota`` per
-    broker, as the broker's own rate metric reports it: ``O`` when unlimited
-    (``None``), ``quota`` <= 0 (not a value Kafka accepts) or ``O <= T``;
-    else ``T``, except for the keys whose over-quota request is refused whole
-    (:attr:`SteadyRule.whole_requests`: ``consumer_byte_rate``).
+    """What a client of a group measures itself after the change, per broker
+    (key unit/s). ``observed`` is the group's peak demand (its p99): it says
+    whether the group is held; ``typical`` is its typical rate (its p50;
+    ``observed`` when not given): what it keeps sending while not held.
 
-    There a fetch passes only if the window, with its S bytes added, stays at
-    most T (else it is answered empty and un-recorded), so at most
-    ``k = floor(T x W' / S)`` fetches are in the window at once, each held
-    there W' = ``window_s - quota.window.size.seconds / 2`` seconds on average
-    (a sample lives until its 1 s bucket is ``quota.window.num`` buckets old:
-    10 to 11 s): ``k x S / W'``. A consumer of 1 MiB fetches under 512 KiB/s
-    gets 5 x 1 MiB / 10.5 s = 499,322 B/s, not 524,288 (measured 508,734 to
-    513,348 B/s on the sandbox broker, ``tests/integration/test_impact_prediction.py``).
+    * Not held (unlimited: ``None``, a ``quota`` <= 0, not a value Kafka
+      accepts, or ``observed`` <= T): ``typical``.
+    * Held (``observed`` > T): the held rate, at most ``typical`` (a group
+      held only at its peaks keeps its typical rate between them): T, the
+      broker holding each request until the window's rate is back at T;
+      for the keys whose over-quota request is refused whole
+      (:attr:`SteadyRule.whole_requests`: ``consumer_byte_rate``)
+      :func:`whole_fetch_rate`.
 
     Raises:
         KeyError: ``key`` is not a quota key.
     """
     rule = STEADY_RULES[key]
+    rate = observed if typical is None else typical
     if quota is None or not _limited(observed, quota):
-        return observed
-    if not rule.whole_requests or size <= 0:
-        return quota
-    held_s = window_s - QUOTA_WINDOW_SIZE_S / 2
-    fit = max(1, math.floor(quota * held_s / size))
-    return min(quota, fit * size / held_s)
+        return rate
+    held = (
+        whole_fetch_rate(quota, size, window_s=window_s)
+        if rule.whole_requests and size > 0
+        else quota
+    )
+    return min(rate, held)
 
 
 def demand_cut(observed: float, quota: float | None) -> float:
@@ -237,11 +314,20 @@ def demand_cut(observed: float, quota: float | None) -> float:
     return 1.0 - quota / observed
 
 
-def steady_throttle_ms(key: str, observed: float, quota: float | None, size: float) -> float:
+def steady_throttle_ms(
+    key: str,
+    observed: float,
+    quota: float | None,
+    size: float,
+    *,
+    window_s: float = DEFAULT_QUOTA_WINDOW_S,
+) -> float:
     """The steady-state mean ``throttle-time`` (ms) the broker reports for a
     group wanting ``observed`` under ``quota`` with requests of ``size`` (S):
     ``Math.round(S / T x 1000)`` when O > T, bounded for the capped keys
-    (:func:`~quotaform.kafka.throttle.throttle_cap_ms`); 0.0 otherwise.
+    (:func:`~quotaform.kafka.throttle.throttle_cap_ms`); for the keys whose
+    over-quota request is refused whole (:attr:`SteadyRule.whole_requests`)
+    the hold of a refused fetch, :func:`refused_fetch_ms`; 0.0 otherwise.
 
     Raises:
         KeyError: ``key`` is not a quota key.
@@ -249,7 +335,10 @@ def steady_throttle_ms(key: str, observed: float, quota: float | None, size: flo
     cap = throttle_cap_ms(key)
     if quota is None or not _limited(observed, quota):
         return 0.0
-    held = java_round(size / quota * 1000.0)
+    if STEADY_RULES[key].whole_requests and size > 0:
+        held = refused_fetch_ms(quota, size, window_s=window_s)
+    else:
+        held = java_round(size / quota * 1000.0)
     return held if cap is None else min(held, cap)
 
 
@@ -271,7 +360,7 @@ def first_throttle_ms(
         KeyError: ``key`` is not a quota key.
     """
     if STEADY_RULES[key].token_bucket:
-        return steady_throttle_ms(key, observed, quota, size)
+        return steady_throttle_ms(key, observed, quota, size, window_s=window_s)
     return throttle_time_ms(key, observed, quota, window_s=window_s)
 
 

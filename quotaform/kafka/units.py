@@ -62,6 +62,7 @@ __all__ = [
     "format_duration",
     "format_measured",
     "format_quota_value",
+    "format_readable",
     "java_double_text",
     "parse_byte_size",
     "parse_quota_value",
@@ -508,6 +509,20 @@ def format_bytes(value: float) -> str:
         if abs(value) >= size:
             return f"{_significant(value / size)}{name}"
     return f"{_significant(value)}B"
+
+
+def format_readable(key: str, value: float) -> str:
+    """A quota value for people: :func:`format_quota_value`'s exact text when
+    it reads in the manifests' units (``2MiB``, ``512``, ``150%``), else
+    :func:`format_measured`'s three significant digits (``1363148`` ->
+    ``1.3MiB``). For values quotaform computes (a storage scaling: 2MiB x
+    0.65), shown to a person, never pasted back (exact numbers are in JSON)."""
+    exact = format_quota_value(key, value)
+    spec = QUOTA_KEYS.get(key)
+    bytes_rate = spec is not None and spec.unit == "bytes/s"
+    if bytes_rate and exact.isdigit() and value >= FORMAT_UNITS_FROM:
+        return format_measured(key, value)
+    return exact
 
 
 def format_measured(key: str, value: float) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from quotaform.errors import ManifestError, ManifestProblem
 from quotaform.inputs.yamlsource import gc_paused
-from quotaform.kafka.entity import USER, Entity, shape_from_name, shape_name
+from quotaform.kafka.entity import DEFAULT_NAME, USER, Entity, shape_from_name, shape_name
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.names import user_name_problems
 from quotaform.kafka.resolution import Principal, QuotaIndex, ShadowKind, shadows
@@ -93,10 +93,10 @@ def _check_names(
         at = (*loc, etype)
         if etype == USER and name is not None:
             warnings += [doc.problem(message, *at) for message in user_name_problems(name)]
-        if name == "<default>":
+        if name == DEFAULT_NAME:
             warnings.append(
                 doc.problem(
-                    f'"<default>" is an ordinary {etype} name to Kafka, not the default '
+                    f'"{DEFAULT_NAME}" is an ordinary {etype} name to Kafka, not the default '
                     f"{etype}; write {{default: true}} for the default {etype}",
                     *at,
                 )

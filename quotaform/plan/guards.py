@@ -5,7 +5,7 @@ Pure functions of a :class:`~quotaform.plan.model.Plan`, the
 :class:`~quotaform.plan.state.ChangeBudget`. They return :class:`Violation`
 values that carry data (kind, entity, key, the numbers involved); the
 renderers word them (``quotaform.words``). What a removed quota falls
-back to comes from Kafka's resolution rules (:func:`quotaform.kafka.resolution.fallback`).
+back to comes from Kafka's resolution rules (:func:`quotaform.kafka.removals.fallback`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quotaform.kafka.entity import Entity
-from quotaform.kafka.resolution import Fallback
+from quotaform.kafka.removals import Fallback
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.state import ChangeBudget, DesiredState
 from quotaform.plan.storage_types import SCALED_KEY
@@ -220,7 +220,7 @@ def check_guards(
     removals; never allowed by a permission), default-entity deletes and key
     removals, and quota values raised by more than ``max_relax_factor``
     (changed values ``new / old``; keys an update removes against their
-    :class:`~quotaform.kafka.resolution.Fallback`: unlimited, or an entity
+    :class:`~quotaform.kafka.removals.Fallback`: unlimited, or an entity
     outside the scope, always exceeds; a delete's keys are the delete's risk,
     not relaxing; a storage-scaled ``producer_byte_rate`` raised back up to at
     most its declared value is the policy easing, not relaxing). Added keys

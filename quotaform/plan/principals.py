@@ -20,14 +20,17 @@ from quotaform.kafka.keys import LONG_MAX, QUOTA_KEYS
 from quotaform.kafka.names import USER_TYPE, parse_principal
 from quotaform.kafka.resolution import Principal, QuotaIndex, level_of, resolve_all
 from quotaform.kafka.units import render_raw
+from quotaform.plan.facts import SUPER_USERS, PrincipalFacts
 from quotaform.plan.source import SourceLocation
-from quotaform.plan.state import DesiredEntity
+from quotaform.plan.state import DesiredEntity, DesiredState
 
 __all__ = [
     "ANONYMOUS",
     "HINT_BUDGET",
     "SuperUser",
     "default_user_entities",
+    "named_user_entities",
+    "principal_findings",
     "super_user_warnings",
     "unknown_scram_users",
 ]
@@ -215,3 +218,107 @@ def super_user_warnings(
             else:
                 found.append(str(ManifestProblem(source.path, source.line, "entity", message)))
     return tuple(found)
+
+
+_GIVE_THEM = (
+    "name them with superUsers in the cluster profile (quotaform.clusters.yaml) or "
+    "--super-user User:NAME"
+)
+
+
+def named_user_entities(desired: DesiredState) -> list[DesiredEntity]:
+    """The declared entities that name a user (not the default user): the
+    ones checked against the cluster's SCRAM users."""
+    return [
+        d
+        for d in desired.entities.values()
+        if USER in d.entity.types and d.entity.name(USER) is not None
+    ]
+
+
+def _scram_findings(
+    desired: DesiredState, facts: PrincipalFacts, notes: list[str]
+) -> tuple[str, ...]:
+    named = named_user_entities(desired)
+    scram = facts.scram
+    if not named or scram is None:
+        return ()
+    if scram.names is None:
+        notes.append(f"user quotas not checked against the cluster's SCRAM users: {scram.problem}")
+        return ()
+    if not scram.names:
+        return ()  # no SCRAM at all: the users authenticate otherwise
+    return unknown_scram_users(named, scram.names)
+
+
+def _super_users(
+    facts: PrincipalFacts, given: Sequence[SuperUser], notes: list[str]
+) -> list[SuperUser]:
+    """``given``, then those the brokers reveal; notes for what stays unknown."""
+    found = {s.principal: s for s in given}
+    brokers = facts.super_users
+    if brokers is None:
+        if not given:
+            problem = facts.super_users_problem or "the brokers were not asked"
+            notes.append(
+                f"default user quotas not checked against super users: {problem}; {_GIVE_THEM}"
+            )
+        return list(found.values())
+    for principal, ids in brokers.principals.items():
+        where = f"{SUPER_USERS} of broker{'s' if len(ids) > 1 else ''} {', '.join(ids)}"
+        found.setdefault(principal, SuperUser(principal, where))
+    if not found and brokers.hidden:
+        which = ("brokers {} report" if len(brokers.hidden) > 1 else "broker {} reports").format(
+            ", ".join(brokers.hidden)
+        )
+        notes.append(
+            f"the brokers do not reveal {SUPER_USERS} ({which} it as sensitive, as brokers do "
+            "for the authorizer's settings): default user quotas not checked against super "
+            f"users; {_GIVE_THEM}"
+        )
+    elif not found and brokers.errors:
+        reasons = "; ".join(f"broker {b}: {r}" for b, r in sorted(brokers.errors.items()))
+        notes.append(
+            f"default user quotas not checked against super users: {SUPER_USERS} could "
+            f"not be read ({reasons}); {_GIVE_THEM}"
+        )
+    for superuser in found.values():
+        if superuser.user_name is None:
+            notes.append(
+                f"super user {superuser.principal} ({superuser.given_at}) is not a User "
+                "principal, the only type Kafka's default principal builder makes: not checked"
+            )
+    return list(found.values())
+
+
+def principal_findings(
+    desired: DesiredState,
+    after: Mapping[Entity, Quotas],
+    facts: PrincipalFacts,
+    *,
+    super_users: Sequence[SuperUser] = (),
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A plan's warnings about principals, and the notes on what could not
+    be checked: a function of the manifests and the facts read.
+
+    * Declared user quotas for named users against the cluster's SCRAM users
+      (when it lists any): :func:`unknown_scram_users`.
+    * When the configuration after the plan (``after``:
+      :meth:`~quotaform.plan.model.Plan.after_entries`) has a default user
+      quota: the super users (``super_users`` given by the profile and
+      ``--super-user``, then those the brokers reveal), then
+      :func:`super_user_warnings`.
+
+    Returns:
+        ``(warnings, notes)``: warnings (``path:line: field: message``), SCRAM
+        ones first; notes for the SCRAM users not listed, the super users
+        hidden by the brokers (none given), a super user that is not a
+        ``User`` principal.
+    """
+    notes: list[str] = []
+    warnings = _scram_findings(desired, facts, notes)
+    if default_user_entities(after):
+        found = _super_users(facts, super_users, notes)
+        sources = {e: d.source for e, d in desired.entities.items()}
+        warnings += super_user_warnings(after, sources, found, in_scope=desired.scope.contains)
+    return warnings, tuple(notes)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from quotaform.kafka.entity import Entity
-from quotaform.kafka.resolution import Fallback, fallback
+from quotaform.kafka.removals import Fallback, fallback
 from quotaform.kafka.units import same_quotas
 from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.guards import GuardKind, Violation, check_guards
@@ -64,7 +64,7 @@ def removal_fallbacks(
     plan: Plan, desired: DesiredState, in_scope: Callable[[Entity], bool] | None = None
 ) -> dict[tuple[Entity, str], Fallback]:
     """For every quota key ``plan`` removes: where its clients fall, per
-    :func:`~quotaform.kafka.resolution.fallback` on the state after the plan.
+    :func:`~quotaform.kafka.removals.fallback` on the state after the plan.
     When the plan saw the whole cluster (:attr:`Plan.sees_whole_cluster`)
     everything is known; otherwise ``in_scope`` (default: the manifests'
     scope) bounds what is. Ordered like the plan."""

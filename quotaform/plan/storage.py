@@ -91,6 +91,37 @@ def _worst(verdicts: Iterable[VolumeVerdict]) -> VolumeVerdict | None:
     return min(verdicts, key=lambda v: (-_ORDER[v.state], v.factor), default=None)
 
 
+def _broker_verdict(
+    policy: StoragePolicy, broker_id: str, snap: BrokerSnapshot | None, now: datetime
+) -> BrokerVerdict:
+    """One broker judged on its latest snapshot (``None``: it sent none):
+    missing, error, stale, or fresh with its volumes' verdicts."""
+    if snap is None:
+        return BrokerVerdict(broker_id, "missing", None, None, reason="no snapshot from it")
+    age = max(0.0, (now - snap.snapshot_at).total_seconds())
+    if snap.error is not None:
+        return BrokerVerdict(broker_id, "error", snap.snapshot_at, age, reason=snap.error)
+    if age > policy.stale_after_s:
+        return BrokerVerdict(
+            broker_id,
+            "stale",
+            snap.snapshot_at,
+            age,
+            reason=f"snapshot {format_duration(age)} old "
+            f"(staleAfter {format_duration(policy.stale_after_s)})",
+        )
+    if not snap.volumes:
+        return BrokerVerdict(
+            broker_id, "error", snap.snapshot_at, age, reason="no volumes reported"
+        )
+    verdicts = tuple(volume_verdict(broker_id, v, policy.soft, policy.hard) for v in snap.volumes)
+    worst = _worst(verdicts)
+    assert worst is not None
+    return BrokerVerdict(
+        broker_id, "fresh", snap.snapshot_at, age, verdicts, worst.state, worst.factor
+    )
+
+
 def evaluate(
     policy: StoragePolicy,
     snapshots: Iterable[BrokerSnapshot],
@@ -120,50 +151,7 @@ def evaluate(
         if kept is None or snap.snapshot_at >= kept.snapshot_at:
             latest[snap.broker_id] = snap
     ids = sorted(set(latest) | set(expected or ()), key=_broker_order)
-    brokers: list[BrokerVerdict] = []
-    for broker_id in ids:
-        found = latest.get(broker_id)
-        if found is None:
-            brokers.append(
-                BrokerVerdict(broker_id, "missing", None, None, reason="no snapshot from it")
-            )
-            continue
-        snap = found
-        age = max(0.0, (now - snap.snapshot_at).total_seconds())
-        if snap.error is not None:
-            brokers.append(
-                BrokerVerdict(broker_id, "error", snap.snapshot_at, age, reason=snap.error)
-            )
-            continue
-        if age > policy.stale_after_s:
-            brokers.append(
-                BrokerVerdict(
-                    broker_id,
-                    "stale",
-                    snap.snapshot_at,
-                    age,
-                    reason=f"snapshot {format_duration(age)} old "
-                    f"(staleAfter {format_duration(policy.stale_after_s)})",
-                )
-            )
-            continue
-        if not snap.volumes:
-            brokers.append(
-                BrokerVerdict(
-                    broker_id, "error", snap.snapshot_at, age, reason="no volumes reported"
-                )
-            )
-            continue
-        verdicts = tuple(
-            volume_verdict(broker_id, v, policy.soft, policy.hard) for v in snap.volumes
-        )
-        worst = _worst(verdicts)
-        assert worst is not None
-        brokers.append(
-            BrokerVerdict(
-                broker_id, "fresh", snap.snapshot_at, age, verdicts, worst.state, worst.factor
-            )
-        )
+    brokers = [_broker_verdict(policy, b, latest.get(b), now) for b in ids]
     worst = _worst(v for b in brokers for v in b.volumes)
     unknown = [b for b in brokers if b.status != "fresh"]
     if worst is None:

@@ -3,7 +3,7 @@ and ``storage status`` (text and markdown)."""
 
 from __future__ import annotations
 
-from quotaform.kafka.units import format_bytes, format_duration, format_quota_value
+from quotaform.kafka.units import format_bytes, format_duration, format_readable
 from quotaform.plan.storage_types import (
     SCALED_KEY,
     StorageEvaluation,
@@ -26,7 +26,7 @@ __all__ = [
 
 
 def _rate(value: float) -> str:
-    return format_quota_value(SCALED_KEY, value)
+    return format_readable(SCALED_KEY, value)
 
 
 def _age(age_s: float | None) -> str:

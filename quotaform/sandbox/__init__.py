@@ -4,7 +4,8 @@ controllers) for trying quotaform and for tests.
 Built from Maven Central jars (needs Java 17+ and, on a cold cache, Maven)::
 
     jars.py           Java/Maven checks, jar cache, running Kafka's Java tools
-    broker.py         start / status / stop of a named sandbox, and of its nodes one by one
+    broker/           start / status / stop of a named sandbox, and of its nodes one by one
+                      (model, state, config, process, readiness, lifecycle, nodes)
     quorum.py         DescribeCluster / DescribeQuorum: registered brokers, the active controller
     configcommand.py  Kafka's own kafka-configs, as an independent oracle
     prometheus.py     a Prometheus server (built once with go install, cached)

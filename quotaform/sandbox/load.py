@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import ipaddress
+import math
 import multiprocessing
 import threading
 import time
@@ -38,16 +39,34 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
-    """What one run moved: records and value bytes, over ``seconds`` of wall time."""
+    """What one run moved: records and value bytes, over ``seconds`` of wall
+    time; and, when the run was asked to measure itself from some second on
+    (``measure_from_s``), its own steady rate then (``steady_rate``, value
+    bytes/s; ``None`` when not asked or nothing to measure)."""
 
     records: int
     bytes: int
     seconds: float
+    steady_rate: float | None = None
 
     @property
     def rate(self) -> float:
         """Value bytes per second."""
         return self.bytes / self.seconds if self.seconds > 0 else 0.0
+
+
+def _steady_rate(arrivals: list[tuple[float, int]], from_s: float) -> float | None:
+    """The client's own rate from ``arrivals`` (``(seconds since start,
+    value bytes so far)`` before each arrival of data, in order) from
+    ``from_s`` on: the bytes between the first arrival at or after
+    ``from_s`` and the last one, over the time between them. Counted from
+    arrival to arrival, whole cycles only: a consumer admitted a 1 MiB fetch
+    every 12 s is not measured by where the run happened to stop. ``None``
+    with fewer than two arrivals from ``from_s`` on."""
+    kept = [(t, b) for t, b in arrivals if t >= from_s]
+    if len(kept) < 2 or kept[-1][0] <= kept[0][0]:
+        return None
+    return (kept[-1][1] - kept[0][1]) / (kept[-1][0] - kept[0][0])
 
 
 def check_loopback(bootstrap: str) -> None:
@@ -90,12 +109,16 @@ def produce(
     rate: float | None = None,
     security: Mapping[str, Any] | None = None,
     stop: threading.Event | None = None,
+    measure_from_s: float | None = None,
 ) -> LoadResult:
     """Produce ``record_size``-byte records as fast as the broker lets through
     (or at most ``rate`` bytes/s of values), for ``seconds`` or until
     ``max_bytes`` of values were sent (``acks=1``), or until ``stop`` is set
     (a client on a thread whose caller has measured what it needed).
     ``security``: extra kafka-python connection settings (:func:`scram_settings`).
+    ``measure_from_s``: the producer measures its own steady rate from that
+    second of the run to the end of its sending (records handed to the
+    client, at most ``max_in_flight`` ahead of the broker's acknowledgements).
 
     Raises:
         SandboxError: a non-loopback bootstrap address.
@@ -114,6 +137,7 @@ def produce(
     value = b"q" * record_size
     pending: collections.deque = collections.deque()
     sent = 0
+    marks: list[tuple[float, int]] = []
     start = time.monotonic()
     try:
         while (
@@ -121,6 +145,10 @@ def produce(
             and sent + record_size <= max_bytes
             and not (stop is not None and stop.is_set())
         ):
+            if measure_from_s is not None:
+                now = time.monotonic() - start
+                if now >= measure_from_s and (not marks or now - marks[-1][0] >= 0.1):
+                    marks.append((now, sent))
             pending.append(producer.send(topic, value))
             sent += record_size
             if rate is not None:
@@ -129,12 +157,15 @@ def produce(
                     time.sleep(ahead)
             while len(pending) >= max_in_flight:
                 pending.popleft().get(timeout=60)
+        if measure_from_s is not None:
+            marks.append((time.monotonic() - start, sent))
         while pending:
             pending.popleft().get(timeout=60)
     finally:
         producer.close(timeout=10)
     elapsed = time.monotonic() - start
-    return LoadResult(sent // record_size, sent, elapsed)
+    steady = _steady_rate(marks, measure_from_s) if measure_from_s is not None else None
+    return LoadResult(sent // record_size, sent, elapsed, steady)
 
 
 def consume(
@@ -146,11 +177,17 @@ def consume(
     max_bytes: int = 256 * 1024 * 1024,
     security: Mapping[str, Any] | None = None,
     stop: threading.Event | None = None,
+    measure_from_s: float | None = None,
 ) -> LoadResult:
     """Read ``topic`` from the beginning without a group, as fast as the
     broker lets through, for ``seconds`` or ``max_bytes`` of values, or until
     ``stop`` is set. ``security``: extra kafka-python connection settings
-    (:func:`scram_settings`).
+    (:func:`scram_settings`). ``measure_from_s``: the consumer measures its
+    own steady rate from that second of the run on, from the arrival of one
+    fetch's records to the arrival of the last one's (a fetch's records come
+    in several polls: an arrival is the first poll with records after 0.5 s
+    without any, or 1 s after the last arrival), the bytes of the fetches in
+    between over that time.
 
     Raises:
         SandboxError: a non-loopback bootstrap address.
@@ -168,6 +205,8 @@ def consume(
         **(security or {}),
     )
     received = records = 0
+    arrivals: list[tuple[float, int]] = [(-math.inf, 0)]
+    last_data = -math.inf
     start = time.monotonic()
     try:
         while (
@@ -175,12 +214,27 @@ def consume(
             and received < max_bytes
             and not (stop is not None and stop.is_set())
         ):
-            for batch in consumer.poll(timeout_ms=200).values():
+            polled = consumer.poll(timeout_ms=200)
+            now = time.monotonic() - start
+            if polled and (
+                now - last_data >= _FETCH_GAP_S or now - arrivals[-1][0] >= _MARK_EVERY_S
+            ):
+                arrivals.append((now, received))
+            if polled:
+                last_data = now
+            for batch in polled.values():
                 records += len(batch)
                 received += sum(len(r.value or b"") for r in batch)
     finally:
         consumer.close()
-    return LoadResult(records, received, time.monotonic() - start)
+    steady = _steady_rate(arrivals, measure_from_s) if measure_from_s is not None else None
+    return LoadResult(records, received, time.monotonic() - start, steady)
+
+
+#: Seconds without records after which records come from another fetch.
+_FETCH_GAP_S = 0.5
+#: A consumer never held (records in every poll) marks its progress this often, seconds.
+_MARK_EVERY_S = 1.0
 
 
 def _warm_up() -> None:

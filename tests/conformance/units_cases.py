@@ -50,7 +50,8 @@ class ThrottleCase:
 @dataclass(frozen=True)
 class SteadyCase:
     """What a group wanting ``observed`` gets under ``quota`` with requests
-    of ``request_bytes`` (``None``: the key's default): ``throughput``,
+    of ``request_bytes`` (``None``: the key's default): ``throughput`` (what
+    its clients measure; ``typical``, the group's p50, ``None``: ``observed``),
     ``cut``, the steady ``throttle_ms``, ``first_ms``, the S used and its source."""
 
     name: str
@@ -65,6 +66,7 @@ class SteadyCase:
     first_ms: float
     size: float
     source: str
+    typical: float | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ def load_units_throttle_cases() -> UnitsThrottleCases:
                 _float(c["first_ms"]),
                 _float(c["size"]),
                 str(c["source"]),
+                None if c.get("typical") is None else _float(c["typical"]),
             )
             for c in data["steady"]
         ],

@@ -10,6 +10,8 @@ import pytest
 
 from quotaform.cluster.wire import QuotaAdminClient, load_connection_settings, open_admin
 
+from .helpers import LONG_WINDOWS, METRICS_SAMPLE_S, SCRAM_USERS
+
 
 @pytest.fixture(scope="session")
 def admin(kafka_broker) -> Iterator[QuotaAdminClient]:  # type: ignore[no-untyped-def]
@@ -44,18 +46,10 @@ def bootstrap(kafka_broker) -> str:  # type: ignore[no-untyped-def]
     return str(kafka_broker.bootstrap)
 
 
-#: ``QUOTAFORM_TEST_LONG_WINDOWS=1``: the JMX broker keeps Kafka's default metric
-#: samples and the load tests their long durations (``scripts/impact_scenarios.py --long``).
-LONG_WINDOWS = os.environ.get("QUOTAFORM_TEST_LONG_WINDOWS") == "1"
-#: Seconds of each of the JMX broker's 2 metric samples (``metrics.sample.window.ms``),
-#: which a ``throttle-time`` Avg spans: 10, not Kafka's 30, so the Avg has dropped a
-#: load's first seconds after about 20 s instead of 60 s. The quota windows (the
-#: rates, ``quota.window.*``) keep Kafka's defaults.
-METRICS_SAMPLE_S = 30 if LONG_WINDOWS else 10
 
 
 @pytest.fixture(scope="session")
-def jmx_session_broker():  # type: ignore[no-untyped-def]
+def jmx_session_broker(sandbox_broker):  # type: ignore[no-untyped-def]
     """A sandbox broker with JMX on a loopback port (its quota MBeans), shared
     by the tests that read the broker's metrics, the multi-cluster tests (as
     their second cluster) and the kill test (which kills and restarts it).
@@ -63,7 +57,6 @@ def jmx_session_broker():  # type: ignore[no-untyped-def]
     they run on one worker, which starts it once. Its metric samples are
     :data:`METRICS_SAMPLE_S` long."""
     from quotaform.sandbox import BrokerOptions
-    from tests.conftest import sandbox_broker
 
     metrics = {"metrics.sample.window.ms": str(METRICS_SAMPLE_S * 1000)}
     options = BrokerOptions(jmx_port=0, extra_properties=None if LONG_WINDOWS else metrics)
@@ -87,19 +80,13 @@ def jmx_broker(jmx_session_broker):  # type: ignore[no-untyped-def]
         client.close()
 
 
-#: The SCRAM users of the session's SCRAM broker: ``admin`` is its super user,
-#: ``alice`` gets ACLs in a test, ``bob`` never has any.
-SCRAM_USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d", "bob": "bob-secret-2e8b"}
-
-
 @pytest.fixture(scope="session")
-def scram_session_broker():  # type: ignore[no-untyped-def]
+def scram_session_broker(sandbox_broker):  # type: ignore[no-untyped-def]
     """A SASL_PLAINTEXT sandbox broker with :data:`SCRAM_USERS` (SCRAM-SHA-512,
     the StandardAuthorizer, ``admin`` its super user), shared by the SASL
     tests and the CI workflow tests: one ``xdist_group("scram")``. Use
     ``scram_broker``."""
     from quotaform.sandbox import BrokerOptions
-    from tests.conftest import sandbox_broker
 
     options = BrokerOptions(scram_users=SCRAM_USERS)
     with sandbox_broker(f"pytest-scram-{os.getpid()}", options=options) as broker:

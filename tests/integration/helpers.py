@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -15,6 +16,19 @@ T = TypeVar("T")
 
 #: A default entity part: ``{"user": DEFAULT}`` is the default user.
 DEFAULT = {"default": True}
+
+#: ``QUOTAFORM_TEST_LONG_WINDOWS=1``: the JMX broker keeps Kafka's default metric
+#: samples and the load tests their long durations (``scripts/impact_scenarios.py --long``).
+LONG_WINDOWS = os.environ.get("QUOTAFORM_TEST_LONG_WINDOWS") == "1"
+#: Seconds of each of the JMX broker's 2 metric samples (``metrics.sample.window.ms``),
+#: which a ``throttle-time`` Avg spans: 10, not Kafka's 30, so the Avg has dropped a
+#: load's first seconds after about 20 s instead of 60 s. The quota windows (the
+#: rates, ``quota.window.*``) keep Kafka's defaults.
+METRICS_SAMPLE_S = 30 if LONG_WINDOWS else 10
+
+#: The SCRAM users of the session's SCRAM broker (``scram_broker``): ``admin``
+#: is its super user, ``alice`` gets ACLs in a test, ``bob`` never has any.
+SCRAM_USERS = {"admin": "admin-secret-7f3a", "alice": "alice-secret-9c1d", "bob": "bob-secret-2e8b"}
 
 
 def quota(entity: Mapping[str, Any], **values: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -41,7 +42,6 @@ from quotaform.plan.state import (
 )
 from quotaform.sandbox import BrokerOptions, SandboxBroker, parse_quota_describe
 from tests.configcommand import run_config_command
-from tests.conftest import sandbox_broker
 from tests.faultproxy import (
     ALTER_CLIENT_QUOTAS,
     API_VERSIONS,
@@ -66,7 +66,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def proxied() -> Iterator[tuple[SandboxBroker, FaultProxy]]:
+def proxied(sandbox_broker: Any) -> Iterator[tuple[SandboxBroker, FaultProxy]]:
     """A broker whose clients, after bootstrap, talk through a fault proxy."""
     port = _free_port()
     proxy = FaultProxy(port)

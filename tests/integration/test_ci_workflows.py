@@ -38,7 +38,7 @@ from ruamel.yaml import YAML
 from quotaform.cluster.wire import QuotaAlteration, load_connection_settings, open_admin
 from quotaform.kafka.entity import Entity
 from quotaform.sandbox import SandboxBroker
-from tests.integration.conftest import SCRAM_USERS
+from tests.integration.helpers import SCRAM_USERS
 
 # Under pytest-xdist one worker holds the session's SCRAM broker and the modules using it.
 pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("scram")]

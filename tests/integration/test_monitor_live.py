@@ -61,7 +61,6 @@ from quotaform.sandbox.prometheus import (
     start_prometheus,
     stop_prometheus,
 )
-from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_block
 
 # Under pytest-xdist one worker runs the whole module: its module fixture starts once.
@@ -120,7 +119,7 @@ def _firing(prometheus: PrometheusServer, seen: dict[tuple[str, Group], float]) 
 
 
 @pytest.fixture(scope="module")
-def live(prometheus_binary: Path) -> Iterator[Live]:
+def live(prometheus_binary: Path, sandbox_broker: Any) -> Iterator[Live]:
     work = Path(tempfile.mkdtemp(prefix="quotaform-test-monitor-"))
     strimzi = work / "strimzi.yaml"
     strimzi.write_text(

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -36,7 +37,6 @@ from quotaform.sandbox.broker import default_state_dir
 from quotaform.sandbox.quorum import describe_cluster, describe_quorum
 from quotaform.words import per_broker_sentence, per_broker_text
 from tests.configcommand import run_config_command
-from tests.conftest import restore_cluster
 from tests.integration.helpers import eventually, quota, write_manifest
 
 # Under pytest-xdist one worker runs the whole module: its module fixture starts once.
@@ -50,7 +50,7 @@ PREFIX = f"mn{os.getpid()}-"
 
 
 @pytest.fixture(scope="module")
-def cluster(kafka_cluster: SandboxBroker) -> Iterator[SandboxBroker]:
+def cluster(kafka_cluster: SandboxBroker, restore_cluster: Any) -> Iterator[SandboxBroker]:
     """The session's cluster; this module's users are removed at its end."""
     yield kafka_cluster
     restore_cluster(kafka_cluster)
@@ -72,7 +72,7 @@ def cluster(kafka_cluster: SandboxBroker) -> Iterator[SandboxBroker]:
 
 
 @pytest.fixture
-def restored(cluster: SandboxBroker) -> Iterator[SandboxBroker]:
+def restored(cluster: SandboxBroker, restore_cluster: Any) -> Iterator[SandboxBroker]:
     """The cluster, with every node broken by the test restarted after it."""
     yield cluster
     restore_cluster(cluster)
@@ -155,7 +155,10 @@ def test_sandbox_up_and_status_show_every_node_and_the_state_records_them(cluste
     ]
     assert all(Path(n["data_dir"]).is_dir() and n["pid"] > 0 for n in record["nodes"])
 
-    other = runner.invoke(app, ["sandbox", "up", "--name", cluster.name])
+    again = runner.invoke(app, ["sandbox", "up", "--name", cluster.name])
+    assert again.exit_code == 0, again.output  # found by name, whatever its size
+    assert again.stdout == cluster.bootstrap + "\n"
+    other = runner.invoke(app, ["sandbox", "up", "--name", cluster.name, "--brokers", "1"])
     assert other.exit_code == 1
     assert "already runs with 3 brokers and 3 controllers" in other.output
 

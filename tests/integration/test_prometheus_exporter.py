@@ -66,7 +66,6 @@ from quotaform.sandbox.prometheus import (
     stop_prometheus,
 )
 from tests.configcommand import run_config_command
-from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_block, one_line
 from tests.httpfaults import FlakyProxy
 
@@ -100,7 +99,7 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(prometheus_binary: Path) -> Iterator[Live]:
+def live(prometheus_binary: Path, sandbox_broker: Any) -> Iterator[Live]:
     work = Path(tempfile.mkdtemp(prefix="quotaform-test-prometheus-"))
     strimzi = work / "strimzi.yaml"
     strimzi.write_text(

@@ -19,6 +19,7 @@ import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -26,7 +27,6 @@ from typer.testing import CliRunner
 from quotaform.cli.app import app
 from quotaform.sandbox import DEFAULT_KAFKA_VERSION, SandboxBroker
 from quotaform.words import per_broker_sentence
-from tests.conftest import sandbox_broker
 from tests.docblocks import fenced_blocks, section
 
 from .helpers import write_manifest
@@ -44,7 +44,7 @@ _FAST_WINDOW = {"quota.window.num": "2", "quota.window.size.seconds": "1"}
 
 
 @pytest.fixture(scope="module")
-def flat_broker() -> Iterator[SandboxBroker]:
+def flat_broker(sandbox_broker: Any) -> Iterator[SandboxBroker]:
     """A sandbox broker whose quota callback is the flat 1 MiB/s one."""
     version = os.environ.get("QUOTAFORM_TEST_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
     failure = None

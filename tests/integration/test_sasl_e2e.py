@@ -36,8 +36,7 @@ from quotaform.kafka.entity import Entity
 from quotaform.sandbox import SandboxBroker, parse_quota_describe
 from tests.configcommand import run_config_command
 from tests.docblocks import fenced_blocks, file_block, section
-from tests.integration.conftest import SCRAM_USERS
-from tests.integration.helpers import DEFAULT, quota, write_manifest
+from tests.integration.helpers import DEFAULT, SCRAM_USERS, quota, write_manifest
 
 # Under pytest-xdist one worker holds the session's SCRAM broker and the modules using it.
 pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("scram")]

@@ -131,7 +131,7 @@ def _impact_case(number: int, case: ThrottleCase) -> tuple[tuple[Any, ...], Quot
         entity, user, client, ip = Entity.of(user="u", client_id="app"), "u", "app", None
     row = _util_row(
         cluster=cluster, broker="1", user=user, client_id=client, ip=ip, quota_key=case.key,
-        p99=case.observed, censored=False,
+        p50=case.observed, p99=case.observed, censored=False,
     )  # fmt: skip
     assert case.quota is not None
     return row, QuotaConfig(cluster, {entity: {case.key: case.quota}}, case.name)
@@ -161,20 +161,23 @@ def test_steady_cases_as_columns(spark: SparkSession) -> None:
         batch = list(cases)
         for case in batch:  # request_size reads `given` per key: one case at a time
             frame = spark.createDataFrame(
-                [(case.key, case.observed, case.quota)],
-                "key string, observed double, quota double",
+                [(case.key, case.observed, case.quota, case.typical)],
+                "key string, observed double, quota double, typical double",
             )
             key, observed, quota = F.col("key"), F.col("observed"), F.col("quota")
+            typical = None if case.typical is None else F.col("typical")
             given = {case.key: case.request_bytes} if case.request_bytes is not None else {}
             size, source = columns.request_size(key, quota, given=given, window_s=window_s)
             (row,) = frame.select(
                 size.alias("size"),
                 source.alias("source"),
-                columns.throughput_after(key, observed, quota, size, window_s=window_s).alias(
-                    "throughput"
-                ),
+                columns.throughput_after(
+                    key, observed, quota, size, window_s=window_s, typical=typical
+                ).alias("throughput"),
                 columns.demand_cut(observed, quota).alias("cut"),
-                columns.steady_throttle_ms(key, observed, quota, size).alias("steady"),
+                columns.steady_throttle_ms(key, observed, quota, size, window_s=window_s).alias(
+                    "steady"
+                ),
                 columns.first_throttle_ms(key, observed, quota, size, window_s=window_s).alias(
                     "first"
                 ),

@@ -4,7 +4,7 @@ plans and their reviews, without YAML or a broker."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from quotaform.formats.plan import PlanDocument, plan_data, render_json
@@ -24,6 +24,9 @@ from quotaform.plan.state import (
 )
 
 Quotas = Mapping[Entity, Mapping[str, float]]
+
+#: The ``golden`` fixture (tests/unit/conftest.py): ``golden(name, text)``.
+Golden = Callable[[str, str], None]
 
 #: A scope owning every shape, defaults included.
 ALL_SHAPES = Scope.build(ScopeRule.build(shape) for shape in SHAPES)

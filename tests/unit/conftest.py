@@ -8,14 +8,14 @@ Regenerate golden files after an intended change with
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from .builders import Golden
+
 GOLDEN = Path(__file__).parent / "golden"
 
-Golden = Callable[[str, str], None]
 
 
 def check_golden(name: str, actual: str) -> None:

@@ -28,8 +28,7 @@ from quotaform.plan.state import Scope, ScopeRule
 from quotaform.render.drift import render_drift_markdown, render_drift_text
 from quotaform.words import drift_summary_line
 
-from .builders import desired_state, live_state, plan_of
-from .conftest import Golden
+from .builders import Golden, desired_state, live_state, plan_of
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
 
@@ -402,3 +401,4 @@ def test_bad_manifests_exit_1_before_connecting(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "m.yaml" in result.output
     assert "cannot reach Kafka" not in result.output
+

@@ -41,7 +41,7 @@ from quotaform.kafka.entity import SHAPE_NAMES, Entity
 from quotaform.manifest import load_manifests
 from quotaform.plan.state import Scope
 
-from .conftest import Golden
+from .builders import Golden
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "manifests"
@@ -697,3 +697,4 @@ def test_import_refuses_the_wrong_cluster_id(tmp_path: Path) -> None:
     with pytest.raises(ClusterMismatchError):
         import_entities([path], FakeCluster(NEW), into=path)  # type: ignore[arg-type]
     assert path.read_text(encoding="utf-8").count("clusterId: Other") == 1
+

@@ -8,7 +8,7 @@ import pytest
 
 from quotaform.formats.plan import plan_document
 from quotaform.kafka.entity import Entity
-from quotaform.kafka.resolution import Fallback, fallback
+from quotaform.kafka.removals import Fallback, fallback
 from quotaform.plan.guards import GuardKind, Violation
 from quotaform.plan.model import Plan
 from quotaform.plan.review import removal_fallbacks

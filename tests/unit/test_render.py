@@ -19,8 +19,13 @@ from quotaform.kafka.entity import Entity
 from quotaform.plan.state import Scope, ScopeRule
 from quotaform.render.text import render_markdown, render_text
 
-from .builders import assert_plan_data_is_its_model, desired_state, example_plan, reviewed
-from .conftest import Golden
+from .builders import (
+    Golden,
+    assert_plan_data_is_its_model,
+    desired_state,
+    example_plan,
+    reviewed,
+)
 
 
 def test_text_plain(golden: Golden) -> None:
@@ -144,3 +149,4 @@ def test_markdown_escapes_default_and_folds_long_plans() -> None:
     long_plan = reviewed(desired_state(many, cluster="sandbox"), {})
     folded = render_markdown(*long_plan)
     assert "<details>" in folded and "</details>" in folded
+

@@ -266,7 +266,7 @@ def test_tools_record_a_class_data_archive_or_run_without(
 
 
 def test_extra_broker_properties_are_appended_and_line_breaks_refused(tmp_path: Path) -> None:
-    from quotaform.sandbox.broker import _add_properties
+    from quotaform.sandbox.broker.config import _add_properties
     from quotaform.sandbox.jars import kafka_java_command
 
     properties = tmp_path / "server.properties"

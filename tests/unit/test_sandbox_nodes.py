@@ -27,7 +27,7 @@ from quotaform.sandbox import (
     stop_broker,
     suspended_node,
 )
-from quotaform.sandbox.broker import _layout, _sandbox_of, _server_properties
+from quotaform.sandbox.broker.config import _layout, _sandbox_of, _server_properties
 from quotaform.sandbox.processes import CHILDREN
 
 #: The stand-in: writes "<monotonic ns> <node id>" to the log on SIGTERM, exits;
@@ -249,3 +249,16 @@ def test_a_suspended_node_is_stopped_for_the_block_and_runs_after(
     with suspended_node(name="fake", node_id=2, state_dir=tmp_path / "states"):
         assert state() == "T"
     assert state() in ("S", "R")
+
+
+def test_up_by_name_returns_the_running_sandbox_unless_another_size_is_given(
+    stand_ins, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    sandbox, _ = stand_ins
+    states = tmp_path / "states"
+    # the stand-ins speak no Kafka: readiness is taken as given here
+    monkeypatch.setattr("quotaform.sandbox.broker.lifecycle._wait_ready", lambda *args: None)
+    assert start_broker(name="fake", version="4.3.1", state_dir=states) == sandbox
+    assert start_broker(name="fake", version="4.3.1", state_dir=states, brokers=2) == sandbox
+    with pytest.raises(SandboxError, match="already runs with 2 brokers and 2 controllers"):
+        start_broker(name="fake", version="4.3.1", state_dir=states, controllers=3)

@@ -1,17 +1,13 @@
-"""Tests share helpers through helper modules (tests/unit/builders.py,
-tests/integration/helpers.py, the conftest files), never by importing
-another test module: a test module's helpers are its own. Integration tests
-write their manifests with one builder, whose text reads back as given."""
+"""Tests share helpers through one helpers module per tier
+(tests/unit/builders.py, tests/integration/helpers.py) and fixtures through
+pytest, never by importing another test module or a conftest: a test
+module's helpers are its own. (The integration tests' manifest builder:
+tests/integration/test_manifest_builder.py.)"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-from ruamel.yaml import YAML
-
-from quotaform.manifest import load_manifests
-from tests.integration.helpers import DEFAULT, quota, write_manifest
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -37,24 +33,21 @@ def test_no_test_module_imports_another() -> None:
     assert found == []
 
 
-def test_the_integration_manifest_builder_writes_what_it_is_given(tmp_path: Path) -> None:
-    # Names YAML would read as something else unless quoted.
-    names = ["svc-a", "<default>", "true", "null", "1e3", "0x1F", "012", "a: b", "x #y", "é"]
-    path = write_manifest(
-        tmp_path / "m.yaml",
-        "c",
-        [
-            *(quota({"user": name}, producer_byte_rate="1MiB") for name in names),
-            quota({"user": DEFAULT}, request_percentage=150),
-        ],
-        scope=[{"shape": "user"}, {"shape": "client-id", "prefixes": {"client-id": ["svc-", "1"]}}],
-        allow_deletes=True,
-    )
-    data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
-    assert [q["entity"]["user"] for q in data["spec"]["quotas"]] == [*names, {"default": True}]
-    assert data["spec"]["scope"][1] == {
-        "shape": "client-id",
-        "prefixes": {"client-id": ["svc-", "1"]},
-    }
-    desired = load_manifests([path])
-    assert sorted(str(e.name("user")) for e in desired.entities) == sorted([*names, "None"])
+def test_fixtures_come_through_pytest_not_imports() -> None:
+    found = [
+        f"{path.relative_to(TESTS)}: {module}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for module in _imported_modules(path)
+        if module.rpartition(".")[2] == "conftest"
+    ]
+    assert found == []
+
+
+def test_unit_tests_use_no_helpers_of_another_tier() -> None:
+    found = [
+        f"{path.relative_to(TESTS)}: {module}"
+        for path in sorted((TESTS / "unit").rglob("*.py"))
+        for module in _imported_modules(path)
+        if module.startswith(("tests.integration", "tests.spark"))
+    ]
+    assert found == []

@@ -144,14 +144,19 @@ def test_the_readable_cases_through_the_engines_recommend() -> None:
         assert (row["recommended"], row["recommended_text"]) == (case.readable, case.text), case
 
 
-def _impact_rows(case: ThrottleCase) -> tuple[dict[str, object], dict[Entity, dict[str, float]]]:
-    """A group of ``case.key`` unlimited before, whose own entity sets ``case.quota`` after."""
+def _impact_rows(
+    case: ThrottleCase, typical: float | None = None
+) -> tuple[dict[str, object], dict[Entity, dict[str, float]]]:
+    """A group of ``case.key`` unlimited before, whose own entity sets
+    ``case.quota`` after; its p99 ``case.observed``, its p50 ``typical``
+    (``None``: the same)."""
     is_ip = "ip" in QUOTA_KEYS[case.key].entity_types
     entity = Entity.of(ip="192.0.2.1") if is_ip else Entity.of(user="u", client_id="app")
     row = {
         "cluster": "c", "broker": "1", "user": "" if is_ip else "u",
         "client_id": "" if is_ip else "app", "ip": "192.0.2.1" if is_ip else None,
         "quota_key": case.key, "quota_value": None, "level": None, "entity": None,
+        "p50": case.observed if typical is None else typical,
         "p99": case.observed, "censored": False, "brokers_observed": 1,
         "cluster_p99": case.observed,
     }  # fmt: skip
@@ -177,11 +182,16 @@ def test_steady_case(case: SteadyCase) -> None:
     )
     assert (size, source) == (case.size, case.source)
     assert (
-        throughput_after(case.key, case.observed, case.quota, size, window_s=case.window_s)
+        throughput_after(
+            case.key, case.observed, case.quota, size, window_s=case.window_s, typical=case.typical
+        )
         == case.throughput
     )
     assert demand_cut(case.observed, case.quota) == pytest.approx(case.cut, rel=1e-12)
-    assert steady_throttle_ms(case.key, case.observed, case.quota, size) == case.throttle_ms
+    assert (
+        steady_throttle_ms(case.key, case.observed, case.quota, size, window_s=case.window_s)
+        == case.throttle_ms
+    )
     assert (
         first_throttle_ms(case.key, case.observed, case.quota, size, window_s=case.window_s)
         == case.first_ms
@@ -193,7 +203,8 @@ def test_the_steady_cases_through_the_engines_impact() -> None:
         if case.quota is None:  # unlimited after too: no change, no row
             continue
         row, after = _impact_rows(
-            ThrottleCase(case.name, case.key, case.observed, case.quota, case.window_s, 0.0)
+            ThrottleCase(case.name, case.key, case.observed, case.quota, case.window_s, 0.0),
+            case.typical,
         )
         given = {case.key: case.request_bytes} if case.request_bytes is not None else {}
         (changed,) = engine.impact(

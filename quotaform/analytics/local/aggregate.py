@@ -386,14 +386,38 @@ def _enforcing(quota_key: pa.Array, brokers: np.ndarray) -> np.ndarray:
     return nodes[inverse]
 
 
-def _group_runs(
-    sorted_keys: np.ndarray, nan_only: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every group with a usage row (those with samples in ``sorted_keys``,
-    and ``nan_only``'s), sorted: ``(groups, first sample index, sample count,
-    the group row of every sorted sample)``."""
+@dataclass(frozen=True)
+class _GroupStats:
+    """Every observed group's own figures (one row per group, sorted by
+    group key) and its samples sorted by group then value."""
+
+    groups: np.ndarray
+    samples: np.ndarray
+    p50: np.ndarray
+    p95: np.ndarray
+    p99: np.ndarray
+    maxima: np.ndarray
+    throttles: np.ndarray
+    over: np.ndarray
+    sorted_rows: np.ndarray
+    sorted_values: np.ndarray
+    sorted_micros: np.ndarray
+
+
+def _group_stats(usage: CodedUsage) -> _GroupStats:
+    """The groups with a usage row (samples, or NaN only), each one's sample
+    count (NaN left out), p50/p95/p99 and max, and its throttle-time samples
+    (all, and those > 0)."""
+    keys, is_usage = group_keys(usage)
+    values = usage.value
+    sample = is_usage & ~np.isnan(values)
+    sorted_keys, sorted_values, sorted_micros = _sorted_by_key_then_value(
+        keys[sample], values[sample], usage.timestamp[sample]
+    )
+    # Every group with a usage row: those with samples, and those with NaN only.
     starts_at = np.flatnonzero(np.diff(sorted_keys, prepend=~sorted_keys[:1]) != 0)
     groups = sorted_keys[starts_at]
+    nan_only = keys[is_usage & ~sample]
     if len(nan_only):
         groups = np.union1d(groups, nan_only)
     starts = np.searchsorted(sorted_keys, groups, side="left")
@@ -403,7 +427,16 @@ def _group_runs(
         np.searchsorted(groups, sorted_keys[starts_at]),
         np.diff(np.append(starts_at, len(sorted_keys))),
     )
-    return groups, starts, samples, sorted_rows
+    del sorted_keys, starts_at
+    p50, p95, p99 = _quantiles(sorted_values, starts, samples)
+    maxima = sorted_values[np.maximum(starts + samples - 1, 0)] if len(sorted_values) else p99
+    throttle = ~is_usage
+    throttles = _counts(keys[throttle], groups)
+    over = _counts(keys[throttle & (values > 0)], groups)
+    return _GroupStats(
+        groups, samples, p50, p95, p99, maxima, throttles, over,
+        sorted_rows, sorted_values, sorted_micros,
+    )  # fmt: skip
 
 
 def _one_broker_own(cluster: _Cluster, own: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
@@ -440,28 +473,17 @@ def utilisation(
         ValueError: ``align_s`` is not a positive duration.
     """
     align_us = align_micros(align_s)
-    keys, is_usage = group_keys(usage)
-    values = usage.value
-    sample = is_usage & ~np.isnan(values)
-    sorted_keys, sorted_values, sorted_micros = _sorted_by_key_then_value(
-        keys[sample], values[sample], usage.timestamp[sample]
-    )
-    groups, starts, samples, sorted_rows = _group_runs(sorted_keys, keys[is_usage & ~sample])
-    del sorted_keys
-    p50, p95, p99 = _quantiles(sorted_values, starts, samples)
-    has = samples > 0
-    maxima = sorted_values[np.maximum(starts + samples - 1, 0)] if len(sorted_values) else p99
-    throttle = ~is_usage
-    throttles = _counts(keys[throttle], groups)
-    over = _counts(keys[throttle & (values > 0)], groups)
-    del keys, is_usage, sample, throttle
+    stats = _group_stats(usage)
+    groups, samples, has = stats.groups, stats.samples, stats.samples > 0
+    p50, p95, p99, maxima = stats.p50, stats.p95, stats.p99, stats.maxima
+    throttles, over = stats.throttles, stats.over
 
     parts = usage.series(groups)
     quota_key = pa.array(_QUOTA_KEYS).take(pa.array(parts["metric"]))
     cluster = _cluster_figures(
-        sorted_rows, sorted_values, sorted_micros, parts, quota_key, align_us
+        stats.sorted_rows, stats.sorted_values, stats.sorted_micros, parts, quota_key, align_us
     )
-    del sorted_rows, sorted_values, sorted_micros
+    del stats
     quota_value, level, entity = _resolutions(
         parts["cluster"], parts["user"], parts["client_id"], parts["ip"], quota_key, configs
     )

@@ -35,7 +35,12 @@ from quotaform.kafka.resolution import (
     TAGS_BY_MASK,
     UNMATCHED_TAG_TYPES,
 )
-from quotaform.kafka.throttle import QUOTA_WINDOW_SIZE_S, THROTTLE_CAP_MS, THROTTLE_RULES
+from quotaform.kafka.throttle import (
+    DEFAULT_QUOTA_WINDOW_S,
+    QUOTA_WINDOW_SIZE_S,
+    THROTTLE_CAP_MS,
+    THROTTLE_RULES,
+)
 from quotaform.kafka.units import (
     BINARY_UNITS,
     FORMAT_DECIMALS,
@@ -57,6 +62,7 @@ __all__ = [
     "own_entity_json",
     "quota_text",
     "readable_quota",
+    "refused_fetch_ms",
     "request_size",
     "share_over",
     "steady_throttle_ms",
@@ -64,6 +70,7 @@ __all__ = [
     "throttle_time_ms",
     "throughput_after",
     "user_name",
+    "whole_fetch_rate",
 ]
 
 
@@ -209,19 +216,57 @@ def _limited(observed: Column, quota: Column) -> Column:
     return F.coalesce(quota.isNotNull() & (quota > 0) & (observed > quota), F.lit(False))
 
 
-def throughput_after(
-    key: Column, observed: Column, quota: Column, size: Column, *, window_s: float
-) -> Column:
-    """:func:`quotaform.kafka.impact.throughput_after`: O when unlimited or
-    under T; T, or ``k x S / W'`` (``k = max(1, floor(T x W' / S))``,
-    ``W' = window_s - quota.window.size.seconds / 2``) for the whole-request keys of
-    :data:`STEADY_RULES`."""
-    whole = [k for k, rule in STEADY_RULES.items() if rule.whole_requests]
+def whole_fetch_rate(quota: Column, size: Column, *, window_s: float) -> Column:
+    """:func:`quotaform.kafka.impact.whole_fetch_rate`: ``k x S / (X x
+    E[ceil(L / X)])`` (``k = max(1, floor(T x W' / S))``, ``W' = window_s -
+    quota.window.size.seconds / 2``, ``X = (k + 1) x S / T - W'``, L uniform
+    over the window's last sample), at most T, term for term."""
+    held, fit = _whole_fetches(quota, size, window_s)
+    refused = (fit + F.lit(1.0)) * size / quota - held
+    first, last = window_s - QUOTA_WINDOW_SIZE_S, window_s
+    asks = (_ceil_integral(F.lit(last), refused) - _ceil_integral(F.lit(first), refused)) / F.lit(
+        last - first
+    )
+    return F.least(quota, fit * size / (refused * asks))
+
+
+def _ceil_integral(upto: Column, step: Column) -> Column:
+    """:func:`quotaform.kafka.impact._ceil_integral`, term for term."""
+    n = F.floor(upto / step).cast("double")
+    return step * n * (n + F.lit(1.0)) / F.lit(2.0) + (n + F.lit(1.0)) * (upto - n * step)
+
+
+def _whole_fetches(quota: Column, size: Column, window_s: float) -> tuple[Column, Column]:
+    """W' and k (a double) of :func:`quotaform.kafka.impact.whole_fetch_rate`."""
     held = F.lit(window_s - QUOTA_WINDOW_SIZE_S / 2)
-    fit = F.greatest(F.lit(1.0), F.floor(quota * held / size).cast("double"))
-    partial = F.least(quota, fit * size / held)
-    limited = F.when(key.isin(whole) & (size > 0), partial).otherwise(quota)
-    return F.when(_limited(observed, quota), limited).otherwise(observed).cast("double")
+    return held, F.greatest(F.lit(1.0), F.floor(quota * held / size).cast("double"))
+
+
+def refused_fetch_ms(quota: Column, size: Column, *, window_s: float) -> Column:
+    """:func:`quotaform.kafka.impact.refused_fetch_ms`: ``Math.round(((k + 1) x
+    S / T - W') x 1000)``."""
+    held, fit = _whole_fetches(quota, size, window_s)
+    return java_round(((fit + F.lit(1.0)) * size / quota - held) * F.lit(1000.0))
+
+
+def throughput_after(
+    key: Column,
+    observed: Column,
+    quota: Column,
+    size: Column,
+    *,
+    window_s: float,
+    typical: Column | None = None,
+) -> Column:
+    """:func:`quotaform.kafka.impact.throughput_after`: ``typical`` (``observed``
+    when not given) when unlimited or ``observed`` <= T; else the held rate
+    (T, or :func:`whole_fetch_rate` for the whole-request keys of
+    :data:`STEADY_RULES`), at most ``typical``."""
+    whole = [k for k, rule in STEADY_RULES.items() if rule.whole_requests]
+    rate = observed if typical is None else typical
+    held = F.when(key.isin(whole) & (size > 0), whole_fetch_rate(quota, size, window_s=window_s))
+    held = held.otherwise(quota)
+    return F.when(_limited(observed, quota), F.least(rate, held)).otherwise(rate).cast("double")
 
 
 def demand_cut(observed: Column, quota: Column) -> Column:
@@ -233,11 +278,25 @@ def demand_cut(observed: Column, quota: Column) -> Column:
     )
 
 
-def steady_throttle_ms(key: Column, observed: Column, quota: Column, size: Column) -> Column:
+def steady_throttle_ms(
+    key: Column,
+    observed: Column,
+    quota: Column,
+    size: Column,
+    *,
+    window_s: float = DEFAULT_QUOTA_WINDOW_S,
+) -> Column:
     """:func:`quotaform.kafka.impact.steady_throttle_ms`: ``Math.round(S / T x
-    1000)`` when O > T, capped for the keys :data:`THROTTLE_RULES` marks, else 0.0."""
-    held = _capped(key, java_round(size / quota * F.lit(1000.0)))
-    return F.when(_limited(observed, quota), held).otherwise(F.lit(0.0)).cast("double")
+    1000)`` when O > T (:func:`refused_fetch_ms` for the whole-request keys of
+    :data:`STEADY_RULES`), capped for the keys :data:`THROTTLE_RULES` marks,
+    else 0.0."""
+    whole = [k for k, rule in STEADY_RULES.items() if rule.whole_requests]
+    held = F.when(
+        key.isin(whole) & (size > 0), refused_fetch_ms(quota, size, window_s=window_s)
+    ).otherwise(java_round(size / quota * F.lit(1000.0)))
+    return (
+        F.when(_limited(observed, quota), _capped(key, held)).otherwise(F.lit(0.0)).cast("double")
+    )
 
 
 def first_throttle_ms(
@@ -246,7 +305,8 @@ def first_throttle_ms(
     """:func:`quotaform.kafka.impact.first_throttle_ms`: :func:`throttle_time_ms`,
     :func:`steady_throttle_ms` for the token-bucket keys of :data:`STEADY_RULES`."""
     bucket = [k for k, rule in STEADY_RULES.items() if rule.token_bucket]
-    return F.when(key.isin(bucket), steady_throttle_ms(key, observed, quota, size)).otherwise(
+    steady = steady_throttle_ms(key, observed, quota, size, window_s=window_s)
+    return F.when(key.isin(bucket), steady).otherwise(
         throttle_time_ms(key, observed, quota, window_s=window_s)
     )
 

@@ -597,6 +597,7 @@ def read_usage_counted(
     known: Sequence[str] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    one_of_each: bool = True,
 ) -> tuple[DataFrame, Rejections, int]:
     """The usable usage rows with ``since <= timestamp < until`` as a
     DataFrame (USAGE_SCHEMA), what was rejected, and how many rows are usable
@@ -613,7 +614,13 @@ def read_usage_counted(
     Every row is checked once (rows of clusters not in ``known`` are rejected
     too); the checked rows are counted by reason in one pass, usable rows
     outside the time range counted as such, and the first rejected ones
-    named ``file:row`` as the local engine names them. The returned
+    named ``file:row`` as the local engine names them. With
+    ``one_of_each``, a (series, time) read more than once is kept once
+    (counted in ``rejected.duplicates``, not in the usable rows: one more
+    shuffle of every row); without, the rows are returned as read, for a
+    caller that keeps one of each itself
+    (:func:`~quotaform.analytics.spark.transforms.broker_groups` does, and
+    counts them). The returned
     DataFrame is cached when any input is text (unpersist it when done);
     Parquet alone is read again by each action.
 
@@ -702,6 +709,8 @@ def read_usage_counted(
         for name, row in zip(names, examples, strict=True):
             rejected.examples.append(f"{name}: {row['_reason']}")
     usage = in_range(rows.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS), since, until)
+    if not one_of_each:
+        return usage, rejected, usable
     usage, duplicates = _one_of_each(usage)
     rejected.duplicates += duplicates
     return usage, rejected, usable - duplicates

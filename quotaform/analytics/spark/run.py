@@ -67,7 +67,16 @@ def run_spark(
         known=sorted(configs),
         since=request.since,
         until=request.until,
+        one_of_each=False,
     )
+    # The rows are shuffled once, into each group's figures per broker: a
+    # (series, time) read twice is kept once there, and counted. Cached:
+    # their repeats are counted now, the table computed from them next.
+    groups = transforms.broker_groups(usage, align_s=request.align).cache()
+    if usage_rows:
+        repeats = groups.agg(F.sum("repeats")).first()
+        rejected.duplicates = int(repeats[0] or 0) if repeats is not None else 0
+        usage_rows -= rejected.duplicates
     if usage_rows == 0 and rejected.by_reason.get("cluster"):
         raise AnalyticsError(
             "no usage row belongs to a configured cluster ("
@@ -79,7 +88,7 @@ def run_spark(
     say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
     config = job.config_frame(spark, list(configs.values())).cache()
-    util = transforms.utilisation(usage, config=config, align_s=request.align)
+    util = transforms.utilisation_of(groups, config=config)
     if request.command is Command.utilisation:
         table = util
     elif request.command is Command.impact:
@@ -117,6 +126,7 @@ def run_spark(
     if request.command is Command.utilisation:
         result.series = _series_spark(usage, top[:PLOTTED])
     usage.unpersist()
+    groups.unpersist()
     return result
 
 
@@ -212,11 +222,14 @@ def _series_spark(usage: DataFrame, top: Sequence[Mapping[str, Any]]) -> list[Us
         ],
         ", ".join(f"{c} string" for c in ("g", *SERIES_COLUMNS)),
     )
+    # A (series, time) read twice is one point, its largest value (NaN
+    # points are not plotted): kept once among the wanted series only.
     points = (
         usage.where(~F.isnan("value"))
         .withColumn("ip", F.coalesce(F.col("ip"), F.lit("")))
         .join(F.broadcast(groups), list(SERIES_COLUMNS))
-        .select("g", "timestamp", "value")
+        .groupBy("g", "timestamp")
+        .agg(F.max("value").alias("value"))
         .collect()
     )
     series: dict[int, list[tuple[datetime, float]]] = {}

@@ -56,11 +56,13 @@ from quotaform.kafka.resolution import (
 )
 
 __all__ = [
+    "broker_groups",
     "cluster_usage",
     "impact",
     "recommend",
     "resolve_groups",
     "utilisation",
+    "utilisation_of",
 ]
 
 _NAME_COLUMNS = {USER: "n_user", CLIENT_ID: "n_client", IP: "n_ip"}
@@ -219,10 +221,115 @@ def _ip_requests(groups: DataFrame) -> DataFrame:
     )
 
 
+#: Stands for "no ip" while the groups are computed: every grouping and join
+#: below is on plain equality of non-null columns, so Spark sees they are all
+#: partitioned as the one shuffle left them (a null-safe join would shuffle).
+_NO_IP = "\u0000"
+#: Stands for a name the configuration does not hold (``_folded``): every
+#: such name matches the same entities (none that name it), so the groups
+#: differing only in such names resolve once. Neither :data:`_NONE` nor a
+#: real name (a real name never holds a control character).
+_UNNAMED = "\u0001"
+
+
+def _folded(requests: DataFrame, config: DataFrame) -> DataFrame:
+    """``requests`` with ``p_user``, ``p_client`` and ``p_ip`` replaced by
+    :data:`_UNNAMED` where the cluster's configuration names no entity so
+    (null stays null: an unknown name); the local engine folds names the
+    same way before its look-ups (``local/aggregate.py``). Three broadcast
+    joins with the configuration's names: the requests are not shuffled."""
+    folded = requests
+    for column, named in (("p_user", "n_user"), ("p_client", "n_client"), ("p_ip", "n_ip")):
+        names = F.broadcast(
+            config.where(F.col(named).isNotNull())
+            .select(F.col("cluster").alias("_c"), F.col(named).alias("_n"))
+            .distinct()
+            .withColumn("_known", F.lit(True))
+        )
+        folded = folded.join(
+            names, (F.col("cluster") == F.col("_c")) & (F.col(column) == F.col("_n")), "left"
+        ).select(
+            *[c for c in folded.columns if c != column],
+            F.when(F.col(column).isNull() | F.col("_known"), F.col(column))
+            .otherwise(F.lit(_UNNAMED))
+            .alias(column),
+        )
+    return folded
+
+
+def _resolved_requests(requests: DataFrame, config: DataFrame) -> DataFrame:
+    """The quota of each distinct look-up of ``requests`` (``cluster``,
+    ``quota_key``, ``p_user``, ``p_client``, ``p_ip``; folded names): the
+    broker's step 2 (:data:`LOOKUP_BY_TAGS`) for user/client-id keys, ``{ip=a}``
+    then ``{ip=<default>}`` for ip keys. Returns those columns with
+    ``quota_value`` (null = unlimited), ``level``, ``entity``."""
+    keys = ["cluster", "quota_key", "p_user", "p_client", "p_ip"]
+    distinct = requests.select(*keys).distinct()
+    client = distinct.where(~_is_ip_key()).withColumn(
+        "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
+    )
+    ip = distinct.where(_is_ip_key()).withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
+    found = _first_existing(client, config, keys, "client").unionByName(
+        _first_existing(ip, config, keys, "ip")
+    )
+    return found.select(
+        *keys,
+        F.col("found_value").alias("quota_value"),
+        F.col("found_level").alias("level"),
+        F.col("found_entity").alias("entity"),
+    )
+
+
+def _principals(groups: DataFrame) -> DataFrame:
+    """``groups`` (``user`` the tag, ``client_id``, ``ip``, ``quota_key``)
+    with the principal the tags name: ``p_user`` (the decoded user tag),
+    ``p_client`` (an empty tag is null: not known from the group) for
+    user/client-id keys, ``p_ip`` for ip keys."""
+    client = ~_is_ip_key()
+    return (
+        groups.withColumn(
+            "p_user",
+            F.when(client & (F.col("user") != ""), columns.user_name(F.col("user"))),
+        )
+        .withColumn("p_client", F.when(client & (F.col("client_id") != ""), F.col("client_id")))
+        .withColumn("p_ip", F.when(~client & (F.col("ip") != _NO_IP), F.col("ip")))
+    )
+
+
+def _with_quota(
+    groups: DataFrame, config: DataFrame, *, lookups: DataFrame | None = None
+) -> DataFrame:
+    """``groups`` with ``quota_value``, ``level`` and ``entity``, each
+    distinct look-up resolved once (:func:`_folded`), the answers joined
+    back on the look-up (null names as :data:`_NONE`). ``lookups``: the
+    same groups' tag columns from a cheaper plan (the look-ups are taken
+    from it, so ``groups`` is computed once)."""
+    requests = _folded(_principals(groups), config)
+    asked = requests if lookups is None else _folded(_principals(lookups), config)
+    answers = _resolved_requests(asked, config)
+    looked_up = ("p_user", "p_client", "p_ip")
+    # Broadcast: the groups keep the partitioning they came with.
+    a = F.broadcast(
+        answers.select(
+            F.col("cluster").alias("_a_cluster"),
+            F.col("quota_key").alias("_a_quota_key"),
+            *[_key(F.col(c)).alias(f"_a_{c}") for c in looked_up],
+            "quota_value",
+            "level",
+            "entity",
+        )
+    )
+    on = (F.col("cluster") == F.col("_a_cluster")) & (F.col("quota_key") == F.col("_a_quota_key"))
+    for c in looked_up:
+        on = on & (_key(F.col(c)) == F.col(f"_a_{c}"))
+    return requests.join(a, on, "left").select(*groups.columns, "quota_value", "level", "entity")
+
+
 def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     """The quota each observed group is held to, from its tags (the broker's
     step 2, :data:`LOOKUP_BY_TAGS`); ip groups by ``{ip=a}`` then
-    ``{ip=<default>}``.
+    ``{ip=<default>}``. Each distinct look-up is resolved once, names the
+    configuration does not hold folded into one (:func:`_folded`).
 
     Args:
         groups: ``cluster``, ``user`` (the tag, URL-encoded), ``client_id``,
@@ -231,28 +338,7 @@ def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     Returns:
         ``groups`` with ``quota_value`` (null = unlimited), ``level``, ``entity``.
     """
-    keys = list(CLUSTER_GROUP_COLUMNS)
-    distinct = groups.select(*keys).distinct()
-    client = _client_principals(distinct).withColumn(
-        "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
-    )
-    ip = _ip_requests(distinct)
-    found = _first_existing(client, config, keys, "client").unionByName(
-        _first_existing(ip, config, keys, "ip")
-    )
-    resolved = found.select(
-        *keys,
-        F.col("found_value").alias("quota_value"),
-        F.col("found_level").alias("level"),
-        F.col("found_entity").alias("entity"),
-    )
-    g, r = groups.alias("g"), resolved.alias("r")
-    return g.join(r, [F.col(f"g.{k}").eqNullSafe(F.col(f"r.{k}")) for k in keys], "left").select(
-        *[F.col(f"g.{k}").alias(k) for k in groups.columns],
-        F.col("r.quota_value").alias("quota_value"),
-        F.col("r.level").alias("level"),
-        F.col("r.entity").alias("entity"),
-    )
+    return _with_quota(groups, config)
 
 
 # ------------------------------------------------------------------ utilisation
@@ -281,71 +367,123 @@ def _exact_percentile(values: Column, p: float) -> Column:
 
 
 #: A group over every broker.
-_CLUSTER_GROUP = CLUSTER_GROUP_COLUMNS
+_CLUSTER_GROUP = list(CLUSTER_GROUP_COLUMNS)
 
 
-def _broker_means_summed(samples: Column) -> Column:
-    """:func:`quotaform.analytics.engine.cluster_figures` for one bucket: an
-    array of ``(broker, value)`` sorted by broker then value, folded left to
-    right: each broker's values added from 0.0 and divided by their count,
-    those averages added from 0.0 in broker order
-    (:func:`~quotaform.analytics.model.fold_sum`'s order, so the sum equals
-    the Python engine's bit for bit)."""
-    start = F.struct(
-        _null().alias("b"),
-        F.lit(0.0).alias("s"),
-        F.lit(0).alias("n"),
-        F.lit(0.0).alias("t"),
-    )
-
-    def add(acc: Column, x: Column) -> Column:
-        same = acc["b"].isNull() | (acc["b"] == x["broker"])
-        return F.struct(
-            x["broker"].alias("b"),
-            F.when(same, acc["s"] + x["value"]).otherwise(F.lit(0.0) + x["value"]).alias("s"),
-            F.when(same, acc["n"] + 1).otherwise(F.lit(1)).alias("n"),
-            F.when(same, acc["t"]).otherwise(acc["t"] + acc["s"] / acc["n"]).alias("t"),
-        )
-
-    return F.aggregate(samples, start, add, lambda acc: acc["t"] + acc["s"] / acc["n"])
+def _fold_sum(values: Column) -> Column:
+    """The values of an array added from 0.0, left to right
+    (:func:`~quotaform.analytics.model.fold_sum`'s order)."""
+    return F.aggregate(values, F.lit(0.0), lambda acc, x: acc + x)
 
 
-def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> DataFrame:
-    """Each group's usage summed across brokers (the rule of
-    :mod:`quotaform.analytics.model`): samples aligned on buckets of
-    ``align_s`` seconds from the epoch, each broker's samples of a bucket
-    averaged (NaN left out), the averages summed, and the quantiles of those
-    sums; and the brokers with a usage sample of the group (NaN counted).
+def broker_groups(usage: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> DataFrame:
+    """Per observed (cluster, broker, group, key), usage and throttle-time
+    samples together: the usage figures of :func:`utilisation` before the
+    quota is known, in ONE shuffle of the usage rows.
+
+    The rows are partitioned once by the group over every broker
+    (``cluster``, ``user``, ``client_id``, ``ip``, ``quota_key``); every
+    later grouping adds columns to those, so Spark shuffles nothing else:
+    one row per (series, time) (the largest value kept, NaN only when every
+    value is NaN, as the local engine keeps it), then per aligned bucket of
+    ``align_s`` seconds, then per broker.
 
     Args:
-        samples: usage samples: ``cluster``, ``broker``, ``user``,
-            ``client_id``, ``ip``, ``quota_key``, ``timestamp``, ``value``.
+        usage: usage rows (:data:`~quotaform.analytics.spark.schemas.USAGE_SCHEMA`),
+            a (series, time) possibly more than once.
+        align_s: the cluster-wide sums' bucket, seconds.
 
     Returns:
-        One row per group (``cluster``, ``user``, ``client_id``, ``ip``,
-        ``quota_key``): ``brokers_observed``, ``cluster_samples``,
-        ``cluster_p50``, ``cluster_p95``, ``cluster_p99``, ``cluster_max``.
+        One row per group and broker with any sample: the group's columns
+        (``ip`` as :data:`_NO_IP` when null), ``v`` (the usage values, NaN
+        left out, ascending), ``has_usage`` (1 when a usage sample was seen,
+        NaN counted), ``t_samples`` and ``t_over`` (throttle-time samples,
+        and those > 0), ``means`` (``(bucket, mean)`` of each bucket with a
+        usage value: the bucket's start in microseconds from the epoch and
+        the broker's mean there, values added in ascending order) and
+        ``repeats`` (rows that repeated a (series, time) already read).
 
     Raises:
         ValueError: ``align_s`` is not a positive duration.
     """
     align_us = F.lit(align_micros(align_s))
+    usage_key = _metric_map("usage")[F.col("metric")]
+    throttle_key = _metric_map("throttle")[F.col("metric")]
+    is_usage = usage_key.isNotNull()
+    keyed = usage.where(is_usage | throttle_key.isNotNull()).select(
+        "cluster",
+        "broker",
+        "user",
+        "client_id",
+        F.coalesce(F.col("ip"), F.lit(_NO_IP)).alias("ip"),
+        F.coalesce(usage_key, throttle_key).alias("quota_key"),
+        is_usage.alias("is_usage"),
+        "timestamp",
+        "value",
+    )
+    nan = F.isnan("value")
+    # The one shuffle: every later grouping is by these columns and more.
+    parted = keyed.repartition(*_CLUSTER_GROUP)
+    # A metric is one (quota key, usage or throttle): the series is the group,
+    # its broker and is_usage.
+    one = parted.groupBy(*_CLUSTER_GROUP, "broker", "is_usage", "timestamp").agg(
+        F.coalesce(F.max(F.when(~nan, F.col("value"))), F.first("value")).alias("value"),
+        (F.count("*") - 1).alias("repeats"),
+    )
     micros = F.unix_micros(F.col("timestamp"))
-    by_bucket = samples.groupBy(
-        *_CLUSTER_GROUP, (micros - F.pmod(micros, align_us)).alias("bucket")
-    ).agg(F.array_sort(F.collect_list(F.struct("broker", "value"))).alias("s"))
-    numbers = F.filter(F.col("s"), lambda x: ~F.isnan(x["value"]))
+    nan = F.isnan("value")
+    throttle = ~F.col("is_usage")
+    buckets = one.groupBy(
+        *_CLUSTER_GROUP, "broker", (micros - F.pmod(micros, align_us)).alias("bucket")
+    ).agg(
+        # collect_list leaves nulls (throttle samples, NaN) out.
+        F.sort_array(F.collect_list(F.when(F.col("is_usage") & ~nan, F.col("value")))).alias("v"),
+        F.max(F.col("is_usage").cast("int")).alias("has_usage"),
+        F.count(F.when(throttle, 1)).alias("t_samples"),
+        # Spark orders NaN above every number: NaN > 0 must not count.
+        F.count(F.when(throttle & (F.col("value") > 0) & ~nan, 1)).alias("t_over"),
+        F.sum("repeats").alias("repeats"),
+    )
+    n = F.size("v")
+    mean = F.when(n > 0, _fold_sum(F.col("v")) / n)
+    return buckets.groupBy(*_CLUSTER_GROUP, "broker").agg(
+        F.sort_array(F.flatten(F.collect_list("v"))).alias("v"),
+        F.max("has_usage").alias("has_usage"),
+        F.sum("t_samples").alias("t_samples"),
+        F.sum("t_over").alias("t_over"),
+        F.collect_list(F.when(n > 0, F.struct(F.col("bucket"), mean.alias("mean")))).alias("means"),
+        F.sum("repeats").alias("repeats"),
+    )
+
+
+def _cluster_figures(groups: DataFrame) -> DataFrame:
+    """Each group's usage summed across brokers (the rule of
+    :mod:`quotaform.analytics.model`) from :func:`broker_groups`' rows with a
+    usage sample: per bucket the brokers' means added from 0.0 in broker
+    order, the quantiles of those sums; and the brokers with a usage sample
+    of the group (NaN counted). No shuffle: grouped by the group and more.
+
+    Returns:
+        One row per group: ``brokers_observed``, ``cluster_samples``,
+        ``cluster_p50``, ``cluster_p95``, ``cluster_p99``, ``cluster_max``.
+    """
+    cells = groups.select(*_CLUSTER_GROUP, "broker", F.explode_outer("means").alias("m"))
+    by_bucket = cells.groupBy(*_CLUSTER_GROUP, F.col("m.bucket").alias("bucket")).agg(
+        F.array_sort(
+            F.collect_list(F.when(F.col("m").isNotNull(), F.struct("broker", F.col("m.mean"))))
+        ).alias("s"),
+        F.collect_list("broker").alias("brokers"),
+    )
     sums = by_bucket.select(
         *_CLUSTER_GROUP,
-        F.array_distinct(F.transform(F.col("s"), lambda x: x["broker"])).alias("brokers"),
-        F.when(F.size(numbers) > 0, _broker_means_summed(numbers)).alias("total"),
+        "brokers",
+        F.when(F.size("s") > 0, _fold_sum(F.transform("s", lambda x: x["mean"]))).alias("total"),
     )
     return (
         sums.groupBy(*_CLUSTER_GROUP)
         .agg(
             F.sort_array(F.collect_list("total")).alias("c"),  # nulls (NaN only) left out
-            # Few distinct broker sets over the buckets: collected once each.
-            F.size(F.array_distinct(F.flatten(F.collect_set("brokers"))))
+            F.size(F.array_distinct(F.flatten(F.collect_list("brokers"))))
             .cast("int")
             .alias("brokers_observed"),
         )
@@ -364,6 +502,33 @@ def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> Da
     )
 
 
+def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> DataFrame:
+    """Each group's usage summed across brokers (the rule of
+    :mod:`quotaform.analytics.model`): samples aligned on buckets of
+    ``align_s`` seconds from the epoch, each broker's samples of a bucket
+    averaged (NaN left out), the averages summed, and the quantiles of those
+    sums; and the brokers with a usage sample of the group (NaN counted).
+
+    Args:
+        samples: usage rows (``cluster``, ``broker``, ``timestamp``,
+            ``metric``, ``user``, ``client_id``, ``ip``, ``value``).
+
+    Returns:
+        One row per group (``cluster``, ``user``, ``client_id``, ``ip``,
+        ``quota_key``): ``brokers_observed``, ``cluster_samples``,
+        ``cluster_p50``, ``cluster_p95``, ``cluster_p99``, ``cluster_max``.
+
+    Raises:
+        ValueError: ``align_s`` is not a positive duration.
+    """
+    groups = broker_groups(samples, align_s=align_s).where(F.col("has_usage") == 1)
+    return _cluster_figures(groups).withColumn("ip", _real_ip(F.col("ip")))
+
+
+def _real_ip(ip: Column) -> Column:
+    return F.when(ip != _NO_IP, ip)
+
+
 def _cluster_figure(name: str) -> Column:
     """A cluster-wide figure of the joined ``r`` (per broker) and ``c``
     (summed) rows: a group seen on one broker has its per-broker figures
@@ -375,43 +540,12 @@ def _cluster_figure(name: str) -> Column:
     return F.when(single, F.col(f"r.{same}")).otherwise(F.col(f"c.{name}")).alias(name)
 
 
-def utilisation(
-    usage: DataFrame, *, config: DataFrame, align_s: float = DEFAULT_ALIGN_S
-) -> DataFrame:
-    """Per observed (cluster, broker, group, key): the quota (from the group's
-    tags), exact usage quantiles p50/p95/p99 (NaN samples left out), max,
-    ``utilisation_p99``, and from the group's ``throttle-time`` the share of
-    samples > 0 and ``censored``; next to them the group's cluster-wide
-    figures over every broker (:func:`cluster_usage`, ``brokers_observed``
-    and ``cluster_ceiling``). The columns of
-    :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`."""
-    group = list(GROUP_COLUMNS)
-    usage_key = _metric_map("usage")[F.col("metric")]
-    throttle_key = _metric_map("throttle")[F.col("metric")]
-    is_usage = usage_key.isNotNull()
-    is_throttle = throttle_key.isNotNull()
-    # One pass, one shuffle: usage and throttle samples of a group together.
-    keyed = usage.where(is_usage | is_throttle).select(
-        "cluster",
-        "broker",
-        "user",
-        "client_id",
-        "ip",
-        F.coalesce(usage_key, throttle_key).alias("quota_key"),
-        is_usage.alias("is_usage"),
-        "timestamp",
-        "value",
-    )
-    nan = F.isnan("value")
-    aggregated = keyed.groupBy(*group).agg(
-        F.sort_array(F.collect_list(F.when(F.col("is_usage") & ~nan, F.col("value")))).alias("v"),
-        F.max(F.col("is_usage").cast("int")).alias("has_usage"),
-        F.count(F.when(~F.col("is_usage"), 1)).alias("t_samples"),
-        # Spark orders NaN above every number: NaN > 0 must not count.
-        F.count(F.when(~F.col("is_usage") & (F.col("value") > 0) & ~nan, 1)).alias("t_over"),
-    )
-    joined = aggregated.where(F.col("has_usage") == 1).select(
-        *group,
+def utilisation_of(groups: DataFrame, *, config: DataFrame) -> DataFrame:
+    """:func:`utilisation` from :func:`broker_groups`' rows (cache them to
+    read their ``repeats`` first: nothing is computed twice)."""
+    used = groups.where(F.col("has_usage") == 1)
+    per_broker = used.select(
+        *GROUP_COLUMNS,
         F.size("v").cast("long").alias("samples"),
         *[
             _exact_percentile(F.col("v"), p).alias(n)
@@ -421,26 +555,43 @@ def utilisation(
         F.when(F.col("t_samples") > 0, F.col("t_samples")).alias("t_samples"),
         F.col("t_over"),
     )
-    resolved = resolve_groups(joined, config=config)
-    # Every group with a per-broker row has a usage sample: it has a cluster row.
-    cluster = cluster_usage(keyed.where(F.col("is_usage")), align_s=align_s)
-    r, c = resolved.alias("r"), cluster.alias("c")
-    resolved = r.join(
-        c, [F.col(f"r.{k}").eqNullSafe(F.col(f"c.{k}")) for k in _CLUSTER_GROUP], "left"
-    ).select("r.*", *[_cluster_figure(n) for n in CLUSTER_SUMS])
+    # Each distinct look-up resolved once (taken from the groups' tags
+    # alone) and broadcast to the per-broker rows; the sums per group over
+    # every broker beside them. Both stay partitioned by the group: the
+    # join shuffles neither.
+    with_quota = _with_quota(per_broker, config, lookups=used.select(*_CLUSTER_GROUP))
+    r, c = with_quota.alias("r"), _cluster_figures(used).alias("c")
+    joined = r.join(c, [F.col(f"r.{k}") == F.col(f"c.{k}") for k in _CLUSTER_GROUP]).select(
+        "r.*", *[_cluster_figure(n) for n in CLUSTER_SUMS]
+    )
     ceiling = F.col("quota_value") * columns.enforcing_nodes(
         F.col("quota_key"), F.col("brokers_observed")
     )
     computed = {
+        "ip": _real_ip(F.col("ip")),
         "utilisation_p99": F.col("p99") / F.col("quota_value"),
         "throttled_share": F.col("t_over") / F.col("t_samples"),
         "censored": F.coalesce(F.col("t_over"), F.lit(0)) > 0,
         "cluster_ceiling": ceiling,
         "cluster_utilisation_p99": F.col("cluster_p99") / ceiling,
     }
-    return resolved.select(
+    return joined.select(
         *[computed[c].alias(c) if c in computed else F.col(c) for c in UTILISATION_COLUMNS]
     )
+
+
+def utilisation(
+    usage: DataFrame, *, config: DataFrame, align_s: float = DEFAULT_ALIGN_S
+) -> DataFrame:
+    """Per observed (cluster, broker, group, key): the quota (from the group's
+    tags), exact usage quantiles p50/p95/p99 (NaN samples left out), max,
+    ``utilisation_p99``, and from the group's ``throttle-time`` the share of
+    samples > 0 and ``censored``; next to them the group's cluster-wide
+    figures over every broker (``brokers_observed``, the sums' quantiles,
+    ``cluster_ceiling``). A (series, time) read twice counts once. The
+    columns of :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`:
+    :func:`broker_groups` then :func:`utilisation_of`."""
+    return utilisation_of(broker_groups(usage, align_s=align_s), config=config)
 
 
 # ------------------------------------------------------------------ impact
@@ -593,6 +744,7 @@ def impact(
         change.alias("group_change"),
         tags_after.alias("tags_after"),
         F.col("u.p99").alias("p99"),
+        F.col("u.p50").alias("p50"),
         F.col("u.censored").alias("throttled_before"),
         F.col("u.brokers_observed").alias("brokers_observed"),
         F.col("u.cluster_p99").alias("cluster_p99"),
@@ -602,6 +754,10 @@ def impact(
         F.col("group_change") == GROUP_MERGES,
         F.sum(F.coalesce(F.col("p99"), F.lit(0.0))).over(merged),
     ).otherwise(F.coalesce(F.col("p99"), F.lit(0.0)))
+    typical = F.when(
+        F.col("group_change") == GROUP_MERGES,
+        F.sum(F.coalesce(F.col("p50"), F.lit(0.0))).over(merged),
+    ).otherwise(F.coalesce(F.col("p50"), F.lit(0.0)))
     changed = staged.where(
         (F.col("group_change") != GROUP_SAME)
         | ~F.col("quota_before").eqNullSafe(F.col("quota_after"))
@@ -609,7 +765,7 @@ def impact(
         | ~F.col("entity_before").eqNullSafe(F.col("entity_after"))
     )
     # The merged sum runs over every observed group, changed or not.
-    all_rows = staged.withColumn("observed", observed).alias("s")
+    all_rows = staged.withColumn("observed", observed).withColumn("typical", typical).alias("s")
     keep = changed.select(*GROUP_COLUMNS).alias("k")
     with_observed = all_rows.join(
         keep, [F.col(f"s.{c}").eqNullSafe(F.col(f"k.{c}")) for c in GROUP_COLUMNS], "left_semi"
@@ -622,7 +778,7 @@ def impact(
         "request_bytes_source", source
     )
     size = F.col("request_bytes")
-    predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size)
+    predicted = columns.steady_throttle_ms(key, observed_col, quota_after, size, window_s=window_s)
     nodes = columns.enforcing_nodes(key, F.col("brokers_observed"))
     computed = {
         "predicted_throttle_ms": predicted,
@@ -631,7 +787,7 @@ def impact(
             key, observed_col, quota_after, size, window_s=window_s
         ),
         "throughput_after": columns.throughput_after(
-            key, observed_col, quota_after, size, window_s=window_s
+            key, observed_col, quota_after, size, window_s=window_s, typical=F.col("typical")
         ),
         "demand_cut": columns.demand_cut(observed_col, quota_after),
         "cluster_ceiling_before": F.col("quota_before") * nodes,

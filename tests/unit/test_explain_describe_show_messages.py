@@ -1,4 +1,4 @@
-"""Issue 23 (explain, describe, show): mistakes are not answered silently,
+"""explain, describe and show: mistakes are not answered silently,
 explain reads at 80 columns, and the flags and refusals speak one language."""
 
 from __future__ import annotations
