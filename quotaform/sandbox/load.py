@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import collections
 import ipaddress
+import itertools
 import math
 import multiprocessing
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -58,12 +60,23 @@ class LoadResult:
 def _steady_rate(arrivals: list[tuple[float, int]], from_s: float) -> float | None:
     """The client's own rate from ``arrivals`` (``(seconds since start,
     value bytes so far)`` before each arrival of data, in order) from
-    ``from_s`` on: the bytes between the first arrival at or after
-    ``from_s`` and the last one, over the time between them. Counted from
-    arrival to arrival, whole cycles only: a consumer admitted a 1 MiB fetch
-    every 12 s is not measured by where the run happened to stop. ``None``
-    with fewer than two arrivals from ``from_s`` on."""
+    ``from_s`` on, bytes/s: the bytes between the first cycle start at or
+    after ``from_s`` and the last one, over the time between them.
+
+    Whole cycles only: a consumer admitted k whole fetches per window gets
+    them in a burst, then waits out its throttle (KIP-219); an arrival after
+    a gap longer than half the longest gap starts a cycle, and counting from
+    a burst's third fetch to a later burst's fifth would add or drop fetches
+    (k = 5 and 3 cycles: -40 % to +40 %). Arrivals without such gaps (a
+    producer's batches: the longest gap under 4x the median) are each a
+    cycle. ``None`` with fewer than two cycle starts from ``from_s`` on."""
     kept = [(t, b) for t, b in arrivals if t >= from_s]
+    if len(kept) < 2:
+        return None
+    gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(kept)]
+    longest = max(gaps)
+    if longest > 4 * statistics.median(gaps):  # bursts: the first arrival's gap is unknown
+        kept = [arrival for arrival, gap in zip(kept[1:], gaps, strict=True) if gap > longest / 2]
     if len(kept) < 2 or kept[-1][0] <= kept[0][0]:
         return None
     return (kept[-1][1] - kept[0][1]) / (kept[-1][0] - kept[0][0])
