@@ -57,25 +57,28 @@ class LoadResult:
         return self.bytes / self.seconds if self.seconds > 0 else 0.0
 
 
-def _steady_rate(arrivals: list[tuple[float, int]], from_s: float) -> float | None:
+def _steady_rate(
+    arrivals: list[tuple[float, int]], from_s: float, *, bursts: bool = False
+) -> float | None:
     """The client's own rate from ``arrivals`` (``(seconds since start,
     value bytes so far)`` before each arrival of data, in order) from
     ``from_s`` on, bytes/s: the bytes between the first cycle start at or
     after ``from_s`` and the last one, over the time between them.
 
-    Whole cycles only: a consumer admitted k whole fetches per window gets
-    them in a burst, then waits out its throttle (KIP-219); an arrival after
-    a gap longer than half the longest gap starts a cycle, and counting from
-    a burst's third fetch to a later burst's fifth would add or drop fetches
-    (k = 5 and 3 cycles: -40 % to +40 %). Arrivals without such gaps (a
-    producer's batches: the longest gap under 4x the median) are each a
-    cycle. ``None`` with fewer than two cycle starts from ``from_s`` on."""
+    Whole cycles only. A producer's acknowledged batches are each a cycle.
+    A consumer (``bursts``) admitted k whole fetches per window gets them in
+    a burst, then waits out its throttle (KIP-219): an arrival after a gap
+    longer than half the longest gap starts a cycle, as counting from a
+    burst's third fetch to a later burst's fifth would add or drop fetches
+    (k = 5 and 3 cycles: -40 % to +40 %); a consumer without such gaps (the
+    longest under 4x the median: not held) has each fetch a cycle. ``None``
+    with fewer than two cycle starts from ``from_s`` on."""
     kept = [(t, b) for t, b in arrivals if t >= from_s]
     if len(kept) < 2:
         return None
     gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(kept)]
     longest = max(gaps)
-    if longest > 4 * statistics.median(gaps):  # bursts: the first arrival's gap is unknown
+    if bursts and longest > 4 * statistics.median(gaps):  # the first arrival's gap is unknown
         kept = [arrival for arrival, gap in zip(kept[1:], gaps, strict=True) if gap > longest / 2]
     if len(kept) < 2 or kept[-1][0] <= kept[0][0]:
         return None
@@ -240,7 +243,9 @@ def consume(
                 received += sum(len(r.value or b"") for r in batch)
     finally:
         consumer.close()
-    steady = _steady_rate(arrivals, measure_from_s) if measure_from_s is not None else None
+    steady = (
+        _steady_rate(arrivals, measure_from_s, bursts=True) if measure_from_s is not None else None
+    )
     return LoadResult(records, received, time.monotonic() - start, steady)
 
 
