@@ -162,16 +162,19 @@ def test_the_broker_uses_the_groups_and_quotas_explain_predicts(
     create_topics(jmx_broker, "fill", "load")
     # The consumer's topic, filled by another client id: producer_byte_rate is
     # set only on {user, client-id} entities, so qf-fill's group is unlimited.
-    filled = produce(bootstrap, "fill", client_id="qf-fill", seconds=60, max_bytes=12 * 1024 * KiB)
-    assert filled.bytes > 12 * 1024 * KiB - 1000  # in 1.8 s: unlimited, as explained
+    # 20 MiB: at 384 KiB/s the consumer drains it in 53 s, long after the
+    # measurement (at most 13 + 8 s + 5 reads, slower on a busy machine; with
+    # 12 MiB it ran dry during the reads and its rate decayed under them).
+    filled = produce(bootstrap, "fill", client_id="qf-fill", seconds=60, max_bytes=20 * 1024 * KiB)
+    assert filled.bytes > 20 * 1024 * KiB - 1000  # in 3 s: unlimited, as explained
     # The clients run until measured (27 s at most: 13 + 8 + the reads).
     stop = threading.Event()
     producer, _ = in_background(
-        lambda: produce(bootstrap, "load", client_id="qf-app", seconds=27, stop=stop)
+        lambda: produce(bootstrap, "load", client_id="qf-app", seconds=45, stop=stop)
     )
     consumer, got = in_background(
         lambda: consume(
-            bootstrap, "fill", client_id="qf-app", seconds=27, max_bytes=11 * 1024 * KiB, stop=stop
+            bootstrap, "fill", client_id="qf-app", seconds=45, max_bytes=19 * 1024 * KiB, stop=stop
         )
     )
     time.sleep(13)  # past the first ~10-12 s window, burst included
