@@ -10,7 +10,6 @@ from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.model import Action, EntityChange, KeyAction, Plan
 from quotaform.plan.review import PlanReview
-from quotaform.render.explain import probe_markdown, probe_text
 from quotaform.render.md import md_code, md_text
 from quotaform.render.storage import scaling_lines, scaling_markdown
 from quotaform.words import enforcement_warning, fallback_text, missing_permissions, violation_line
@@ -167,6 +166,8 @@ def _build_text(plan: Plan, review: PlanReview | None) -> _TextBuilder:
             out.append(f"  ! {violation_line(violation)}\n", style="red")
         out.append("\n")
     if review is not None and review.probes:
+        from quotaform.render.explain import probe_text  # only with probes declared
+
         for line in probe_text(review.probes, enforcement=plan.enforcement):
             out.append(escape_unprintable(line) + "\n", style="cyan")
         out.append("\n")
@@ -239,6 +240,8 @@ def render_markdown(plan: Plan, review: PlanReview | None = None) -> str:
             lines += table
         lines.append("")
     if review is not None and review.probes:
+        from quotaform.render.explain import probe_markdown  # only with probes declared
+
         lines += [*probe_markdown(review.probes, enforcement=plan.enforcement), ""]
     if plan.storage is not None:
         lines += scaling_markdown(plan.storage)
