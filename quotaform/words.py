@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from quotaform.kafka.entity import CLIENT_ID, IP, USER, Entity, escape_unprintable
 from quotaform.kafka.removals import Fallback
 from quotaform.kafka.resolution import Level, MetricTags, Principal, Resolution
 from quotaform.kafka.units import format_quota_value
-from quotaform.plan.drift import DriftReport
 from quotaform.plan.enforcement import QUOTA_CALLBACK_CONFIG, QuotaEnforcement
 from quotaform.plan.guards import GuardKind, Violation
 from quotaform.plan.storage_types import (
@@ -26,6 +26,9 @@ from quotaform.plan.storage_types import (
     applied_factor_text,
     volumes_factor_text,
 )
+
+if TYPE_CHECKING:  # drift's sentences only: a plan does not import drift
+    from quotaform.plan.drift import DriftReport
 
 __all__ = [
     "ALLOW_FLAGS",

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaform.cluster.brokers import BrokerConfigs, read_broker_configs
-from quotaform.cluster.connect import check_cluster
+from quotaform.cluster.connect import check_cluster, connect
 from quotaform.cluster.principals import read_scram_users
 from quotaform.cluster.read import describe_matching, read_live_state
 from quotaform.cluster.wire.client import QuotaAdminClient
@@ -37,7 +37,10 @@ from quotaform.plan.facts import (
 from quotaform.plan.principals import named_user_entities
 from quotaform.plan.state import DesiredState
 
-__all__ = ["FactsWanted", "gather_facts"]
+if TYPE_CHECKING:
+    from quotaform.cluster.profiles import ClusterTarget
+
+__all__ = ["FactsWanted", "gather_facts", "read_facts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,21 @@ class FactsWanted:
     enforcement: bool = True
     principals: bool = False
     volumes: VolumeSource | None = None
+
+
+def read_facts(
+    desired: DesiredState, where: ClusterTarget, wanted: FactsWanted | None = None
+) -> ClusterFacts:
+    """The read step of a plan: connect read-only to ``where`` (its cluster id,
+    when the profile names one, checked on connecting), :func:`gather_facts`
+    for ``desired``, close the connection.
+
+    Raises:
+        ConnectionSettingsError, BrokerError: the connection failed.
+        ClusterMismatchError, BrokerError, StorageError: as :func:`gather_facts`.
+    """
+    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
+        return gather_facts(client, desired, wanted, settings=where.settings)
 
 
 def gather_facts(

@@ -11,14 +11,13 @@ and tests share.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from quotaform.app.common import ConnectionOptions, View, load_and_target
-from quotaform.app.facts import FactsWanted, gather_facts
-from quotaform.cluster.connect import connect
-from quotaform.cluster.profiles import ClusterProfiles, load_required_profiles, resolve_settings
+from quotaform.app.facts import FactsWanted, gather_facts, read_facts
+from quotaform.cluster.profiles import ClusterProfiles, load_required_profiles, profile_target
 from quotaform.cluster.wire.client import QuotaAdminClient
 from quotaform.cluster.wire.connection import ConnectionSettings
 from quotaform.errors import ClusterConfigError, GuardRefusedError, QuotaformError
@@ -116,9 +115,7 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
     at = f"superUsers at {where.super_users_source}"
     given = [SuperUser(p, at) for p in where.super_users]
     given += [SuperUser(p, "--super-user") for p in request.super_users]
-    wanted = FactsWanted(principals=True, volumes=request.volumes)
-    with connect(where.settings, read_only=True, cluster_id=where.cluster_id) as client:
-        facts = gather_facts(client, desired, wanted, settings=where.settings)
+    facts = read_facts(desired, where, FactsWanted(principals=True, volumes=request.volumes))
     decided = decide_plan(desired, facts, flags=request.budget, super_users=given)
     for note in decided.notes:
         request.view.note(note)
@@ -163,7 +160,8 @@ class AllClustersRequest:
 
 
 def plan_all_clusters(request: AllClustersRequest) -> MultiClusterPlan:
-    """:func:`plan_clusters` with the profiles file found near the manifests.
+    """:func:`plan_clusters` through the profiles file (``--config``, else the
+    one found near the manifests).
 
     Raises:
         ClusterConfigError: an option that selects one cluster (``--cluster``,
@@ -178,9 +176,8 @@ def plan_all_clusters(request: AllClustersRequest) -> MultiClusterPlan:
         raise ClusterConfigError(
             f"--all-clusters connects through the cluster profiles: drop {', '.join(clash)}"
         )
-    profiles = load_required_profiles(options.config, near=request.manifests)
     return plan_clusters(
-        request.manifests, profiles, flags=request.budget, timeout_s=options.timeout_s
+        request.manifests, config=options.config, flags=request.budget, timeout_s=options.timeout_s
     )
 
 
@@ -234,14 +231,20 @@ def make_plan(
 
 def plan_clusters(
     paths: Sequence[str | Path],
-    profiles: ClusterProfiles,
+    profiles: ClusterProfiles | None = None,
     *,
+    config: Path | None = None,
     flags: ChangeBudget | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
 ) -> MultiClusterPlan:
     """Plan every cluster the manifests name, each with its profile and a
-    read-only client, one after the other.
+    read-only client, one after the other: the same read, then think, as
+    :func:`run_plan` (:func:`~quotaform.app.facts.read_facts`, then
+    :func:`~quotaform.plan.decide.decide_plan`).
+
+    ``profiles`` ``None``: the profiles file ``config``, else the one found
+    near the manifests (it must exist), read before the manifests.
 
     A cluster whose manifests, connection or plan fails is recorded as failed
     (its error message) and the others still run. ``timeout_s`` (``--timeout``)
@@ -249,11 +252,14 @@ def plan_clusters(
 
     Raises:
         ManifestError: the set cannot be read at all.
-        ClusterConfigError: the set names no cluster, or a cluster without a
-            profile (every such cluster named; nothing is connected).
+        ClusterConfigError: no profiles file, or it is invalid; the set names
+            no cluster, or a cluster without a profile (every such cluster
+            named; nothing is connected).
     """
     from quotaform.plan.multicluster import ClusterPlan, MultiClusterPlan  # --all-clusters only
 
+    if profiles is None:
+        profiles = load_required_profiles(config, near=[Path(p) for p in paths])
     names = manifest_clusters(paths)
     if not names:
         raise ClusterConfigError(
@@ -270,12 +276,12 @@ def plan_clusters(
     for name in names:
         try:
             desired = load_manifests(paths, cluster=name)
-            profile = profiles.get(name)
-            settings = resolve_settings(profile, env=env).with_timeout(timeout_s)
-            with connect(settings, read_only=True, cluster_id=profile.cluster_id) as client:
-                plan, review = plan_desired(desired, client, flags=flags)
+            where = profile_target(profiles.get(name), env)
+            where = replace(where, settings=where.settings.with_timeout(timeout_s))
+            facts = read_facts(desired, where)
+            decided = decide_plan(desired, facts, flags=flags)
         except QuotaformError as exc:
             results.append(ClusterPlan(name, error=str(exc)))
         else:
-            results.append(ClusterPlan(name, plan=plan, review=review))
+            results.append(ClusterPlan(name, plan=decided.plan, review=decided.review))
     return MultiClusterPlan.build(results)

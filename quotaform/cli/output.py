@@ -22,12 +22,14 @@ if TYPE_CHECKING:  # rich is imported when something is printed, not by --help
 
 __all__ = [
     "OutputFormat",
+    "colourless",
     "disable_colour",
     "emit",
     "make_console",
     "print_text",
     "safe_text",
     "say",
+    "say_plain",
 ]
 
 
@@ -40,12 +42,20 @@ def disable_colour() -> None:
     _COLOUR["on"] = False
 
 
+def colourless() -> bool:
+    """Whether every console :func:`make_console` makes is without colour
+    (``--no-color`` or ``NO_COLOR``): such a console writes text exactly as
+    given, so a caller may write it without making one (rich costs about
+    20 ms to import, a tenth of a small plan)."""
+    return not _COLOUR["on"] or bool(os.environ.get("NO_COLOR"))
+
+
 def make_console(*, stderr: bool = False) -> Console:
     """A console printing text as given (see the module docstring); without
     colour (``--no-color`` or ``NO_COLOR``) it emits no escape codes at all."""
     from rich.console import Console
 
-    plain = not _COLOUR["on"] or bool(os.environ.get("NO_COLOR"))
+    plain = colourless()
     return Console(
         stderr=stderr,
         markup=False,
@@ -74,6 +84,13 @@ def say(to: Console, message: str, *, style: str | None = None, prefix: str = ""
         to.print(out)
 
 
+def say_plain(message: str, *, prefix: str = "", stderr: bool = True) -> None:
+    """What :func:`say` prints on a colourless console (:func:`colourless`),
+    written without one."""
+    out = sys.stderr if stderr else sys.stdout
+    out.write("".join(f"{prefix}{line}\n" for line in safe_text(message).split("\n")))
+
+
 T = TypeVar("T")
 
 
@@ -94,13 +111,18 @@ def emit(
     markdown: Callable[[T], str],
     json: Callable[[T], str],
     console: Console | None = None,
+    plain: Callable[[T], str] | None = None,
 ) -> None:
     """Print ``report`` rendered for ``output``: JSON and markdown as plain text
-    on standard output, text through ``console`` (colour on a terminal)."""
+    on standard output, text through ``console`` (colour on a terminal).
+    ``plain``, the text rendering's ``.plain`` made without rich, is written
+    as is when no console is given and colour is off (:func:`colourless`)."""
     if output is OutputFormat.json:
         sys.stdout.write(json(report))
     elif output is OutputFormat.markdown:
         sys.stdout.write(markdown(report))
+    elif console is None and plain is not None and colourless():
+        sys.stdout.write(plain(report) + "\n")
     else:
         print_text(console or make_console(), text(report))
 

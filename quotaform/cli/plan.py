@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from quotaform.app.common import ConnectionOptions
 from quotaform.app.plan import AllClustersRequest, PlanRequest, plan_all_clusters, run_plan
@@ -34,9 +33,11 @@ from quotaform.plan.facts import VolumeSource
 from quotaform.plan.model import Plan
 from quotaform.plan.review import PlanReview
 from quotaform.plan.state import ChangeBudget
-from quotaform.render.text import render_markdown, render_text
+from quotaform.render.text import render_markdown, render_plain, render_text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from quotaform.plan.multicluster import MultiClusterPlan
 
 __all__ = ["plan", "print_multi_plan", "print_plan", "register"]
@@ -59,6 +60,7 @@ def print_plan(
         markdown=lambda p: render_markdown(*p),
         json=json,
         console=console,
+        plain=lambda p: render_plain(*p),
     )
 
 

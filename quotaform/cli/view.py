@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from quotaform.app.common import Progress, View
-from quotaform.cli.output import make_console, say
+from quotaform.cli.output import colourless, make_console, say, say_plain
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,11 +50,25 @@ def progress_bar(console: Console) -> Iterator[Progress | None]:
 def make_view(*, info_style: str | None = None) -> View:
     """The view every command passes to :mod:`quotaform.app`: all of it on
     standard error (standard output carries the report alone);
-    ``info_style`` styles plain messages (``"dim"`` for analyze's progress)."""
-    err = make_console(stderr=True)
+    ``info_style`` styles plain messages (``"dim"`` for analyze's progress).
+    The console is made when first needed, and not at all for messages
+    without colour (:func:`~quotaform.cli.output.colourless`)."""
+    consoles: list[Console] = []
+
+    def err() -> Console:
+        if not consoles:
+            consoles.append(make_console(stderr=True))
+        return consoles[0]
+
+    def tell(message: str, style: str | None, prefix: str = "") -> None:
+        if colourless():
+            say_plain(message, prefix=prefix)
+        else:
+            say(err(), message, style=style, prefix=prefix)
+
     return View(
-        warn=lambda m: say(err, m, style="yellow", prefix="Warning: "),
-        note=lambda m: say(err, m, style="yellow", prefix="Note: "),
-        info=lambda m: say(err, m, style=info_style),
-        progress=lambda: progress_bar(err),
+        warn=lambda m: tell(m, "yellow", "Warning: "),
+        note=lambda m: tell(m, "yellow", "Note: "),
+        info=lambda m: tell(m, info_style),
+        progress=lambda: progress_bar(err()),
     )

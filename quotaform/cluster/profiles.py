@@ -71,6 +71,7 @@ __all__ = [
     "find_config_file",
     "load_cluster_profiles",
     "load_required_profiles",
+    "profile_target",
     "resolve_settings",
     "resolve_target",
 ]
@@ -554,7 +555,7 @@ def resolve_target(
             if profiles is not None and implied is not None and implied in profiles.profiles:
                 profile = profiles.profiles[implied]
                 _log.info("cluster %r: connecting with its profile (%s)", implied, profile.source)
-                return _profile_target(profile, env)
+                return profile_target(profile, env)
             if profiles is not None:
                 raise ConnectionSettingsError(
                     "no bootstrap server: pass --cluster NAME to use a profile of "
@@ -573,10 +574,18 @@ def resolve_target(
             "QUOTAFORM_COMMAND_CONFIG), or drop --cluster"
         )
     profile = load_required_profiles(config, cwd=cwd, near=near).get(cluster)
-    return _profile_target(profile, env)
+    return profile_target(profile, env)
 
 
-def _profile_target(profile: ClusterProfile, env: Mapping[str, str]) -> ClusterTarget:
+def profile_target(
+    profile: ClusterProfile, env: Mapping[str, str] | None = None
+) -> ClusterTarget:
+    """Where ``profile`` connects (its settings resolved from ``env``, default
+    the process's environment), with its cluster id and super users.
+
+    Raises:
+        ConnectionSettingsError: as :func:`resolve_settings`.
+    """
     return ClusterTarget(
         resolve_settings(profile, env=env),
         profile.name,

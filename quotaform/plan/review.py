@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from quotaform.kafka.entity import Entity
 from quotaform.kafka.removals import Fallback, fallback
 from quotaform.kafka.units import same_quotas
-from quotaform.plan.explain import ProbeImpact, probe_impacts
 from quotaform.plan.guards import GuardKind, Violation, check_guards
 from quotaform.plan.model import KeyAction, Plan
 from quotaform.plan.state import ChangeBudget, DesiredState
+
+if TYPE_CHECKING:
+    from quotaform.plan.explain import ProbeImpact
 
 __all__ = ["PlanReview", "mismatched", "removal_fallbacks", "review_plan"]
 
@@ -106,8 +109,18 @@ def review_plan(
         budget=budget,
         fallbacks=fallbacks,
         violations=tuple(check_guards(plan, desired, budget, fallbacks)),
-        probes=probe_impacts(desired.probes, plan.before_entries(), plan.after_entries()),
+        probes=_probe_impacts(plan, desired),
     )
+
+
+def _probe_impacts(plan: Plan, desired: DesiredState) -> tuple[ProbeImpact, ...]:
+    """The impact on the declared probes; none declared, nothing to build
+    (and :mod:`quotaform.plan.explain` is not imported)."""
+    if not desired.probes:
+        return ()
+    from quotaform.plan.explain import probe_impacts
+
+    return probe_impacts(desired.probes, plan.before_entries(), plan.after_entries())
 
 
 def mismatched(plan: Plan, desired: DesiredState) -> tuple[Entity, ...]:

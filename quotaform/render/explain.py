@@ -8,8 +8,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Sequence
-
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from quotaform.kafka.resolution import Match, Resolution
 from quotaform.kafka.units import format_quota_value
@@ -31,6 +30,9 @@ from quotaform.words import (
     unnamed_text,
     value_text,
 )
+
+if TYPE_CHECKING:  # rich for explain's own text only: a plan's probes are plain lines
+    from rich.text import Text
 
 __all__ = [
     "VARIANTS_SHOWN",
@@ -187,6 +189,8 @@ def render_explain_text(
     number of brokers each limit applies on, and values a quota callback
     decides instead marked ``[not enforced]`` under a warning naming it.
     Lines longer than ``width`` wrap with their indent kept."""
+    from rich.text import Text
+
     out = Text()
     head = f"quotaform explain: {principal_text(explanation.principal)}"
     first, *rest = _wrap([f"{head}  ({where})"], width, indent=0)
