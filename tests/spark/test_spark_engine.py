@@ -27,7 +27,7 @@ from quotaform.analytics.model import (
 )
 from quotaform.analytics.sources.base import ReadOptions
 from quotaform.analytics.sources.registry import read_usage
-from quotaform.analytics.spark import job, transforms
+from quotaform.analytics.spark import job, resolve, transforms
 from quotaform.analytics.spark.schemas import (
     IMPACT_SCHEMA,
     RECOMMEND_SCHEMA,
@@ -68,10 +68,13 @@ def test_spark_equals_the_python_engine_on_every_row(spark: SparkSession, seed: 
     assert py_util and py_impact and py_recommend  # coverage: the test below
 
     usage = _usage_frame(spark, rows)
-    config = job.config_frame(spark, [QuotaConfig("c", before, "generated")])
     config_after = job.config_frame(spark, [QuotaConfig("c", after, "generated")])
     # Computed once for the three comparisons (impact and recommend read it).
-    spark_util = transforms.utilisation(usage, config=config).select(*UTILISATION_COLUMNS).cache()
+    spark_util = (
+        resolve.utilisation(usage, configs={"c": QuotaIndex(before)})
+        .select(*UTILISATION_COLUMNS)
+        .cache()
+    )
     assertDataFrameEqual(
         spark_util, _frame(spark, py_util, UTILISATION_COLUMNS, UTILISATION_SCHEMA), rtol=1e-9
     )
@@ -130,7 +133,7 @@ def test_the_conformance_cases_through_the_spark_transform(spark: SparkSession) 
         "cluster string, user string, client_id string, ip string, quota_key string, "
         "want double, want_level int",
     )
-    resolved = transforms.resolve_groups(groups, config=job.config_frame(spark, configs)).collect()
+    resolved = resolve.resolve_groups(groups, {c.cluster: c.index for c in configs}).collect()
     assert len(resolved) == len(rows)
     for row in resolved:
         assert (row["quota_value"], row["level"]) == (row["want"], row["want_level"]), row

@@ -47,6 +47,7 @@ __all__ = [
     "arrow_schema",
     "group_keys",
     "ranked_order",
+    "resolutions",
     "sample_points",
     "utilisation",
 ]
@@ -154,7 +155,7 @@ def _codes(column: pa.Array) -> tuple[np.ndarray, list[str]]:
     )
 
 
-def _resolutions(
+def resolutions(
     cluster: pa.Array,
     user: pa.Array,
     client_id: pa.Array,
@@ -162,7 +163,9 @@ def _resolutions(
     quota_key: pa.Array,
     configs: Mapping[str, QuotaIndex],
 ) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """``quota_value``, ``level``, ``entity`` per group.
+    """``quota_value``, ``level``, ``entity`` per group (``ip`` empty for a
+    user/client-id group). The Spark engine answers its distinct look-ups
+    with this function too (:mod:`quotaform.analytics.spark.resolve`).
 
     Resolved by :func:`~quotaform.kafka.resolution.quota_for_tags` once per
     distinct (cluster, key, tags), with every name the configuration does not
@@ -484,7 +487,7 @@ def utilisation(
         stats.sorted_rows, stats.sorted_values, stats.sorted_micros, parts, quota_key, align_us
     )
     del stats
-    quota_value, level, entity = _resolutions(
+    quota_value, level, entity = resolutions(
         parts["cluster"], parts["user"], parts["client_id"], parts["ip"], quota_key, configs
     )
     quota = quota_value.to_numpy(zero_copy_only=False)

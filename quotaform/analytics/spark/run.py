@@ -30,7 +30,7 @@ from quotaform.analytics.results import (
     series_of,
     spread,
 )
-from quotaform.analytics.spark import job, transforms
+from quotaform.analytics.spark import job, resolve, transforms
 from quotaform.errors import AnalyticsError
 
 __all__ = ["for_server", "ranking", "run_spark", "table_rows", "write_texts"]
@@ -87,8 +87,12 @@ def run_spark(
     refuse_unusable(usage_rows, rejected, request.read.labels)
     say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
-    config = job.config_frame(spark, list(configs.values())).cache()
-    util = transforms.utilisation_of(groups, config=config)
+    # Each distinct group's quota answered on the driver (one small job over
+    # the cached groups) and broadcast: no configuration frame to plan.
+    quotas = resolve.group_quotas(
+        groups.where(F.col("has_usage") == 1), {c: q.index for c, q in configs.items()}
+    )
+    util = transforms.utilisation_of(groups, quotas=quotas)
     if request.command is Command.utilisation:
         table = util
     elif request.command is Command.impact:

@@ -13,7 +13,11 @@ them row for row.
 
 Inputs:
 
-* a *config* DataFrame (:data:`~quotaform.analytics.spark.schemas.CONFIG_SCHEMA`):
+* a *quotas* DataFrame (:func:`with_quotas`): each observed group's quota,
+  answered on the driver by the local engine's rule
+  (:mod:`quotaform.analytics.spark.resolve`), for the utilisation;
+* a *config* DataFrame (:data:`~quotaform.analytics.spark.schemas.CONFIG_SCHEMA`),
+  the configuration after a change, for :func:`impact`:
   one row per (cluster, entity, quota key) with the entity's level on its
   ladder and its named parts (``n_user``, ``n_client``, ``n_ip``; null for a
   default or absent part: the level says which);
@@ -56,13 +60,14 @@ from quotaform.kafka.resolution import (
 )
 
 __all__ = [
+    "NO_IP",
+    "QUOTA_COLUMNS",
     "broker_groups",
     "cluster_usage",
     "impact",
     "recommend",
-    "resolve_groups",
-    "utilisation",
     "utilisation_of",
+    "with_quotas",
 ]
 
 _NAME_COLUMNS = {USER: "n_user", CLIENT_ID: "n_client", IP: "n_ip"}
@@ -224,121 +229,27 @@ def _ip_requests(groups: DataFrame) -> DataFrame:
 #: Stands for "no ip" while the groups are computed: every grouping and join
 #: below is on plain equality of non-null columns, so Spark sees they are all
 #: partitioned as the one shuffle left them (a null-safe join would shuffle).
-_NO_IP = "\u0000"
-#: Stands for a name the configuration does not hold (``_folded``): every
-#: such name matches the same entities (none that name it), so the groups
-#: differing only in such names resolve once. Neither :data:`_NONE` nor a
-#: real name (a real name never holds a control character).
-_UNNAMED = "\u0001"
+NO_IP = "\u0000"
+
+#: The columns of a quotas frame (:func:`with_quotas`) besides the group's.
+QUOTA_COLUMNS = ("quota_value", "level", "entity")
 
 
-def _folded(requests: DataFrame, config: DataFrame) -> DataFrame:
-    """``requests`` with ``p_user``, ``p_client`` and ``p_ip`` replaced by
-    :data:`_UNNAMED` where the cluster's configuration names no entity so
-    (null stays null: an unknown name); the local engine folds names the
-    same way before its look-ups (``local/aggregate.py``). Three broadcast
-    joins with the configuration's names: the requests are not shuffled."""
-    folded = requests
-    for column, named in (("p_user", "n_user"), ("p_client", "n_client"), ("p_ip", "n_ip")):
-        names = F.broadcast(
-            config.where(F.col(named).isNotNull())
-            .select(F.col("cluster").alias("_c"), F.col(named).alias("_n"))
-            .distinct()
-            .withColumn("_known", F.lit(True))
-        )
-        folded = folded.join(
-            names, (F.col("cluster") == F.col("_c")) & (F.col(column) == F.col("_n")), "left"
-        ).select(
-            *[c for c in folded.columns if c != column],
-            F.when(F.col(column).isNull() | F.col("_known"), F.col(column))
-            .otherwise(F.lit(_UNNAMED))
-            .alias(column),
-        )
-    return folded
-
-
-def _resolved_requests(requests: DataFrame, config: DataFrame) -> DataFrame:
-    """The quota of each distinct look-up of ``requests`` (``cluster``,
-    ``quota_key``, ``p_user``, ``p_client``, ``p_ip``; folded names): the
-    broker's step 2 (:data:`LOOKUP_BY_TAGS`) for user/client-id keys, ``{ip=a}``
-    then ``{ip=<default>}`` for ip keys. Returns those columns with
-    ``quota_value`` (null = unlimited), ``level``, ``entity``."""
-    keys = ["cluster", "quota_key", "p_user", "p_client", "p_ip"]
-    distinct = requests.select(*keys).distinct()
-    client = distinct.where(~_is_ip_key()).withColumn(
-        "levels", _levels_by_tags(F.col("p_user").isNotNull(), F.col("p_client").isNotNull())
-    )
-    ip = distinct.where(_is_ip_key()).withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
-    found = _first_existing(client, config, keys, "client").unionByName(
-        _first_existing(ip, config, keys, "ip")
-    )
-    return found.select(
-        *keys,
-        F.col("found_value").alias("quota_value"),
-        F.col("found_level").alias("level"),
-        F.col("found_entity").alias("entity"),
-    )
-
-
-def _principals(groups: DataFrame) -> DataFrame:
-    """``groups`` (``user`` the tag, ``client_id``, ``ip``, ``quota_key``)
-    with the principal the tags name: ``p_user`` (the decoded user tag),
-    ``p_client`` (an empty tag is null: not known from the group) for
-    user/client-id keys, ``p_ip`` for ip keys."""
-    client = ~_is_ip_key()
-    return (
-        groups.withColumn(
-            "p_user",
-            F.when(client & (F.col("user") != ""), columns.user_name(F.col("user"))),
-        )
-        .withColumn("p_client", F.when(client & (F.col("client_id") != ""), F.col("client_id")))
-        .withColumn("p_ip", F.when(~client & (F.col("ip") != _NO_IP), F.col("ip")))
-    )
-
-
-def _with_quota(
-    groups: DataFrame, config: DataFrame, *, lookups: DataFrame | None = None
-) -> DataFrame:
-    """``groups`` with ``quota_value``, ``level`` and ``entity``, each
-    distinct look-up resolved once (:func:`_folded`), the answers joined
-    back on the look-up (null names as :data:`_NONE`). ``lookups``: the
-    same groups' tag columns from a cheaper plan (the look-ups are taken
-    from it, so ``groups`` is computed once)."""
-    requests = _folded(_principals(groups), config)
-    asked = requests if lookups is None else _folded(_principals(lookups), config)
-    answers = _resolved_requests(asked, config)
-    looked_up = ("p_user", "p_client", "p_ip")
-    # Broadcast: the groups keep the partitioning they came with.
+def with_quotas(groups: DataFrame, *, quotas: DataFrame) -> DataFrame:
+    """``groups`` with ``quota_value`` (null = unlimited), ``level`` and
+    ``entity`` from ``quotas``: one row per distinct group (``cluster``,
+    ``user``, ``client_id``, ``ip``, ``quota_key``) with its answer, resolved
+    on the driver (:mod:`quotaform.analytics.spark.resolve`). Broadcast: the
+    groups keep the partitioning they came with, and are not shuffled. A
+    group ``quotas`` lacks gets nulls."""
     a = F.broadcast(
-        answers.select(
-            F.col("cluster").alias("_a_cluster"),
-            F.col("quota_key").alias("_a_quota_key"),
-            *[_key(F.col(c)).alias(f"_a_{c}") for c in looked_up],
-            "quota_value",
-            "level",
-            "entity",
-        )
+        quotas.select(*[F.col(k).alias(f"_q_{k}") for k in _CLUSTER_GROUP], *QUOTA_COLUMNS)
     )
-    on = (F.col("cluster") == F.col("_a_cluster")) & (F.col("quota_key") == F.col("_a_quota_key"))
-    for c in looked_up:
-        on = on & (_key(F.col(c)) == F.col(f"_a_{c}"))
-    return requests.join(a, on, "left").select(*groups.columns, "quota_value", "level", "entity")
-
-
-def resolve_groups(groups: DataFrame, *, config: DataFrame) -> DataFrame:
-    """The quota each observed group is held to, from its tags (the broker's
-    step 2, :data:`LOOKUP_BY_TAGS`); ip groups by ``{ip=a}`` then
-    ``{ip=<default>}``. Each distinct look-up is resolved once, names the
-    configuration does not hold folded into one (:func:`_folded`).
-
-    Args:
-        groups: ``cluster``, ``user`` (the tag, URL-encoded), ``client_id``,
-            ``ip``, ``quota_key`` (other columns are kept).
-
-    Returns:
-        ``groups`` with ``quota_value`` (null = unlimited), ``level``, ``entity``.
-    """
-    return _with_quota(groups, config)
+    on = functools.reduce(
+        lambda x, y: x & y, [F.col(k).eqNullSafe(F.col(f"_q_{k}")) for k in _CLUSTER_GROUP]
+    )
+    kept = [c for c in groups.columns if c not in QUOTA_COLUMNS]
+    return groups.join(a, on, "left").select(*kept, *QUOTA_COLUMNS)
 
 
 # ------------------------------------------------------------------ utilisation
@@ -395,7 +306,7 @@ def broker_groups(usage: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> Data
 
     Returns:
         One row per group and broker with any sample: the group's columns
-        (``ip`` as :data:`_NO_IP` when null), ``v`` (the usage values, NaN
+        (``ip`` as :data:`NO_IP` when null), ``v`` (the usage values, NaN
         left out, ascending), ``has_usage`` (1 when a usage sample was seen,
         NaN counted), ``t_samples`` and ``t_over`` (throttle-time samples,
         and those > 0), ``means`` (``(bucket, mean)`` of each bucket with a
@@ -415,7 +326,7 @@ def broker_groups(usage: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> Data
         "broker",
         "user",
         "client_id",
-        F.coalesce(F.col("ip"), F.lit(_NO_IP)).alias("ip"),
+        F.coalesce(F.col("ip"), F.lit(NO_IP)).alias("ip"),
         F.coalesce(usage_key, throttle_key).alias("quota_key"),
         is_usage.alias("is_usage"),
         "timestamp",
@@ -526,7 +437,7 @@ def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> Da
 
 
 def _real_ip(ip: Column) -> Column:
-    return F.when(ip != _NO_IP, ip)
+    return F.when(ip != NO_IP, ip)
 
 
 def _cluster_figure(name: str) -> Column:
@@ -540,9 +451,17 @@ def _cluster_figure(name: str) -> Column:
     return F.when(single, F.col(f"r.{same}")).otherwise(F.col(f"c.{name}")).alias(name)
 
 
-def utilisation_of(groups: DataFrame, *, config: DataFrame) -> DataFrame:
-    """:func:`utilisation` from :func:`broker_groups`' rows (cache them to
-    read their ``repeats`` first: nothing is computed twice)."""
+def utilisation_of(groups: DataFrame, *, quotas: DataFrame) -> DataFrame:
+    """Per observed (cluster, broker, group, key): the quota (``quotas``,
+    :func:`with_quotas`), exact usage quantiles p50/p95/p99 (NaN samples
+    left out), max, ``utilisation_p99``, and from the group's
+    ``throttle-time`` the share of samples > 0 and ``censored``; next to
+    them the group's cluster-wide figures over every broker
+    (``brokers_observed``, the sums' quantiles, ``cluster_ceiling``). A
+    (series, time) read twice counts once. The columns of
+    :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`, from
+    :func:`broker_groups`' rows (cache them to read their ``repeats`` and
+    look-ups first: nothing is computed twice)."""
     used = groups.where(F.col("has_usage") == 1)
     per_broker = used.select(
         *GROUP_COLUMNS,
@@ -555,11 +474,10 @@ def utilisation_of(groups: DataFrame, *, config: DataFrame) -> DataFrame:
         F.when(F.col("t_samples") > 0, F.col("t_samples")).alias("t_samples"),
         F.col("t_over"),
     )
-    # Each distinct look-up resolved once (taken from the groups' tags
-    # alone) and broadcast to the per-broker rows; the sums per group over
+    # The quotas broadcast to the per-broker rows; the sums per group over
     # every broker beside them. Both stay partitioned by the group: the
     # join shuffles neither.
-    with_quota = _with_quota(per_broker, config, lookups=used.select(*_CLUSTER_GROUP))
+    with_quota = with_quotas(per_broker, quotas=quotas)
     r, c = with_quota.alias("r"), _cluster_figures(used).alias("c")
     joined = r.join(c, [F.col(f"r.{k}") == F.col(f"c.{k}") for k in _CLUSTER_GROUP]).select(
         "r.*", *[_cluster_figure(n) for n in CLUSTER_SUMS]
@@ -578,20 +496,6 @@ def utilisation_of(groups: DataFrame, *, config: DataFrame) -> DataFrame:
     return joined.select(
         *[computed[c].alias(c) if c in computed else F.col(c) for c in UTILISATION_COLUMNS]
     )
-
-
-def utilisation(
-    usage: DataFrame, *, config: DataFrame, align_s: float = DEFAULT_ALIGN_S
-) -> DataFrame:
-    """Per observed (cluster, broker, group, key): the quota (from the group's
-    tags), exact usage quantiles p50/p95/p99 (NaN samples left out), max,
-    ``utilisation_p99``, and from the group's ``throttle-time`` the share of
-    samples > 0 and ``censored``; next to them the group's cluster-wide
-    figures over every broker (``brokers_observed``, the sums' quantiles,
-    ``cluster_ceiling``). A (series, time) read twice counts once. The
-    columns of :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`:
-    :func:`broker_groups` then :func:`utilisation_of`."""
-    return utilisation_of(broker_groups(usage, align_s=align_s), config=config)
 
 
 # ------------------------------------------------------------------ impact
