@@ -385,9 +385,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     The longest work is handed out first: xdist gives each worker the next
     group in collection order as it frees up (``scripts/test`` passes
     ``--no-loadscope-reorder``, or xdist would order groups by their number
-    of tests), so the Spark groups (``spark-cluster``: the standalone
-    cluster and the Connect server; ``spark``: the local session's tests)
-    would otherwise start last and leave the other worker idle at the end.
+    of tests), so the Spark group (the local session, the standalone
+    cluster and the Connect server: one worker runs them one after the
+    other, as side by side they starve each other on two cores) would
+    otherwise start last and leave the other worker idle at the end.
     Named groups, then the other broker modules, then the unit tests, which
     fill the gaps; a stable sort, so every module's tests stay in order."""
     for item in items:

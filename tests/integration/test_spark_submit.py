@@ -21,7 +21,7 @@ import pytest
 from tests.docblocks import doc_text, fenced_blocks, one_line
 
 #: The standalone cluster is the session's, shared with tests/spark/test_spark_remote.py.
-pytestmark = pytest.mark.xdist_group("spark-cluster")
+pytestmark = pytest.mark.xdist_group("spark")
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = ("cluster", "broker", "user", "client_id", "ip", "quota_key")

@@ -31,7 +31,7 @@ from tests.docblocks import fenced_block, shell_commands
 
 from .analyses import FIXTURES, commands
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-cluster")]
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = ("cluster", "broker", "user", "client_id", "ip", "quota_key")
