@@ -587,19 +587,10 @@ def _tags_text(tag_user: Column, tag_client: Column, ip: Column) -> Column:
     )
 
 
-def impact(
-    util: DataFrame,
-    *,
-    after: DataFrame,
-    window_s: float = DEFAULT_WINDOW_S,
-    request_sizes: Mapping[str, float] | None = None,
-) -> DataFrame:
-    """:func:`quotaform.analytics.engine.impact` in Spark: the rows of
-    ``util`` whose quota, source or group changes under the configuration
-    ``after``, with the throughput, demand cut and throttle times after it
-    (the columns of :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
-    keys = list(CLUSTER_GROUP_COLUMNS)
-    groups = util.select(*keys).distinct()
+def _resolved_after(groups: DataFrame, after: DataFrame, keys: list[str]) -> DataFrame:
+    """Each distinct group of ``groups`` (``keys``) resolved under ``after``:
+    the tags it has then (``tag_user``, ``tag_client``), ``found_level``,
+    ``found_value``, ``found_entity``, and whether its clients split."""
     client = _client_principals(groups)
     resolved_client = _resolve_principals(client, after, keys)
     split = _variants(client, after, keys)
@@ -624,7 +615,22 @@ def impact(
         "found_entity",
         F.lit(False).alias("split"),
     )
-    resolved = resolved_client.unionByName(resolved_ip)
+    return resolved_client.unionByName(resolved_ip)
+
+
+def impact(
+    util: DataFrame,
+    *,
+    after: DataFrame,
+    window_s: float = DEFAULT_WINDOW_S,
+    request_sizes: Mapping[str, float] | None = None,
+) -> DataFrame:
+    """:func:`quotaform.analytics.engine.impact` in Spark: the rows of
+    ``util`` whose quota, source or group changes under the configuration
+    ``after``, with the throughput, demand cut and throttle times after it
+    (the columns of :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
+    keys = list(CLUSTER_GROUP_COLUMNS)
+    resolved = _resolved_after(util.select(*keys).distinct(), after, keys)
     before_user = columns.user_name(F.col("u.user"))
     rows = util.alias("u").join(
         resolved.alias("a"), [F.col(f"u.{k}").eqNullSafe(F.col(f"a.{k}")) for k in keys], "left"
@@ -654,14 +660,14 @@ def impact(
         F.col("u.cluster_p99").alias("cluster_p99"),
     )
     merged = Window.partitionBy("cluster", "broker", "quota_key", "tags_after")
-    observed = F.when(
-        F.col("group_change") == GROUP_MERGES,
-        F.sum(F.coalesce(F.col("p99"), F.lit(0.0))).over(merged),
-    ).otherwise(F.coalesce(F.col("p99"), F.lit(0.0)))
-    typical = F.when(
-        F.col("group_change") == GROUP_MERGES,
-        F.sum(F.coalesce(F.col("p50"), F.lit(0.0))).over(merged),
-    ).otherwise(F.coalesce(F.col("p50"), F.lit(0.0)))
+
+    def summed(name: str) -> Column:  # a merging group's figure: the sum over the groups it merges
+        value = F.coalesce(F.col(name), F.lit(0.0))
+        return F.when(F.col("group_change") == GROUP_MERGES, F.sum(value).over(merged)).otherwise(
+            value
+        )
+
+    observed, typical = summed("p99"), summed("p50")
     changed = staged.where(
         (F.col("group_change") != GROUP_SAME)
         | ~F.col("quota_before").eqNullSafe(F.col("quota_after"))
