@@ -40,16 +40,22 @@ CHUNK = 10_000_000
 
 def usage_dir(rows: int, root: Path) -> Path:
     """``rows`` usage rows as Parquet files of at most :data:`CHUNK` rows
-    (reused between runs: file ``i`` is always generated with seed ``i``)."""
-    root.mkdir(parents=True, exist_ok=True)
+    (reused between runs and sizes: file ``i`` is always generated with seed
+    ``i``, once, under ``root/chunks``, and hard-linked into each size's
+    directory)."""
+    chunks = root / "chunks"
+    chunks.mkdir(parents=True, exist_ok=True)
     where = root / f"usage-{rows}"
     where.mkdir(exist_ok=True)
     done = 0
     for number in range((rows + CHUNK - 1) // CHUNK):
         size = min(CHUNK, rows - done)
-        part = where / f"part-{number:03d}-{size}.parquet"
-        if not part.exists():
-            usage_table(size, part, seed=number)
+        name = f"part-{number:03d}-{size}.parquet"
+        if not (chunks / name).exists():
+            usage_table(size, chunks / f"{name}.tmp", seed=number)
+            (chunks / f"{name}.tmp").rename(chunks / name)
+        if not (where / name).exists():
+            os.link(chunks / name, where / name)
         done += size
     return where
 

@@ -40,6 +40,15 @@ from quotaform.render.storage import status_markdown, status_text
 
 __all__ = ["register", "storage_app"]
 
+Publish = Annotated[
+    str | None,
+    typer.Option(
+        "--publish",
+        metavar="TOPIC",
+        help="Publish the Volume Metrics snapshots (snapshot: the records; watch: each "
+        "evaluation's live snapshots) to this compacted topic, keyed by broker id.",
+    ),
+]
 CreateTopic = Annotated[
     bool,
     typer.Option(
@@ -104,14 +113,7 @@ def snapshot(
         Path | None,
         typer.Option("--out", metavar="FILE", help="Append the records to this file (JSON Lines)."),
     ] = None,
-    publish: Annotated[
-        str | None,
-        typer.Option(
-            "--publish",
-            metavar="TOPIC",
-            help="Publish the records to this compacted topic, keyed by broker id.",
-        ),
-    ] = None,
+    publish: Publish = None,
     create_topic: CreateTopic = False,
 ) -> None:
     """Write one Volume Metrics snapshot per broker (DescribeLogDirs: capacity =
@@ -155,14 +157,7 @@ def watch(
         int | None,
         typer.Option("--iterations", min=1, help="Stop after this many evaluations."),
     ] = None,
-    publish: Annotated[
-        str | None,
-        typer.Option(
-            "--publish",
-            metavar="TOPIC",
-            help="Also publish each evaluation's live snapshots to this compacted topic.",
-        ),
-    ] = None,
+    publish: Publish = None,
     create_topic: CreateTopic = False,
 ) -> None:
     """Re-evaluate the storage policy every --interval and apply the rescaled

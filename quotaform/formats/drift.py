@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from quotaform.formats.explain import EnforcementDoc, enforcement_doc
-from quotaform.formats.plan import ProbeDoc, StorageDoc, probe_doc, storage_doc
+from quotaform.formats.plan import LiveStateRpcs, ProbeDoc, StorageDoc, probe_doc, storage_doc
 from quotaform.plan.drift import DRIFT_FORMAT_VERSION, DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
 from quotaform.words import drift_summary_line
@@ -88,9 +88,7 @@ class DriftDocument(BaseModel):
     unmanaged: UnmanagedDoc
     summary: DriftSummaryDoc
     warnings: list[str] = Field(description="The manifests' warnings.")
-    live_state_rpcs: dict[str, int] = Field(
-        description="RPCs made to read the live state, by API name."
-    )
+    live_state_rpcs: LiveStateRpcs
     probes: list[ProbeDoc] = Field(
         default_factory=list,
         description="Every declared probe with the keys whose effective quota, source or "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 from pydantic_core import to_json
@@ -65,6 +65,12 @@ __all__ = [
 _FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 EntityDoc = dict[str, str | None]
+
+
+#: RPCs made to read the live state, by API name (plan and drift documents).
+LiveStateRpcs = Annotated[
+    dict[str, int], Field(description="RPCs made to read the live state, by API name.")
+]
 
 
 class FallbackDoc(BaseModel):
@@ -257,9 +263,7 @@ class PlanDocument(BaseModel):
         description="Every flag that would allow the violations, all at once (e.g. "
         "--allow-deletes); a protection has none and must be lifted in the manifests.",
     )
-    live_state_rpcs: dict[str, int] = Field(
-        description="RPCs made to read the live state, by API name."
-    )
+    live_state_rpcs: LiveStateRpcs
     probes: list[ProbeDoc] = Field(
         default_factory=list,
         description="Every declared probe with the keys whose effective quota, source or "

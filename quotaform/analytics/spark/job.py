@@ -26,7 +26,8 @@ import socket
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -630,6 +631,61 @@ def read_usage_counted(
     """
     options = options or ReadOptions()
     rejected = Rejections()
+    inputs = _input_frames(spark, paths, fmt, options, rejected)
+    if not inputs.frames:
+        return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
+
+    def check_all(located: bool) -> DataFrame:
+        parts = [checked(f, known) for f in inputs.frames]
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.unionByName(part)
+        return merged if located else merged.drop(*LOCATION)
+
+    # Text (CSV, JSON Lines, staged Prometheus/JmxTool) is parsed once: the
+    # checked rows are cached, without their location. Parquet alone is
+    # scanned again instead: building the in-memory cache of 10M rows took
+    # 13 s, a scan and check of them 2 s (benchmarks/README.md). The first
+    # rejected rows are found again, located, only if any.
+    rows = check_all(False)
+    if inputs.text:
+        rows = rows.cache()
+    usable = _count_checked(rows, inputs, rejected, check_all, since, until)
+    usage = in_range(rows.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS), since, until)
+    if not one_of_each:
+        return usage, rejected, usable
+    usage, duplicates = _one_of_each(usage)
+    rejected.duplicates += duplicates
+    return usage, rejected, usable - duplicates
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The usage inputs as DataFrames before the row checks: ``frames`` (in
+    the staged layout: usage columns plus location), ``bad`` (rows a generic
+    source rejected while reading, with ``_reason``), ``shown`` (each file's
+    key to the name a rejected row is reported under), ``located`` (the
+    generic files' row blocks, for row numbers) and ``text`` (some input is
+    text, parsed once and worth caching)."""
+
+    frames: list[DataFrame]
+    bad: list[DataFrame]
+    shown: dict[str, str]
+    located: list[DataFrame]
+    text: bool
+
+
+def _input_frames(
+    spark: SparkSession,
+    paths: Sequence[DataPath],
+    fmt: str,
+    options: ReadOptions,
+    rejected: Rejections,
+) -> _Inputs:
+    """Each usage file read by its source: generic files in place by Spark,
+    the others parsed on the driver and staged as one Arrow-backed DataFrame
+    (see :func:`read_usage_counted`). Files read are recorded in
+    ``rejected``."""
     shown: dict[str, str] = {}
     in_place: list[str] = []
     parsed: list[pa.RecordBatch] = []
@@ -645,7 +701,6 @@ def read_usage_counted(
             parsed += _record_batches(records, rejected, label=str(where), local=path)
     generic = generic_frames(spark, in_place, rejected) if in_place else None
     frames = list(generic.frames) if generic else []
-    bad = list(generic.bad) if generic else []
     if parsed:
         staged = spark.createDataFrame(pa.Table.from_batches(parsed, schema=STAGED_SCHEMA))
         frames.append(
@@ -656,24 +711,28 @@ def read_usage_counted(
                 F.lit(None).cast("long").alias("_id"),
             )
         )
-    if not frames:
-        return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
+    return _Inputs(
+        frames=frames,
+        bad=list(generic.bad) if generic else [],
+        shown=shown,
+        located=list(generic.located) if generic else [],
+        text=bool(parsed) or any(not w.endswith(".parquet") for w in in_place),
+    )
 
-    def check_all(located: bool) -> DataFrame:
-        parts = [checked(f, known) for f in frames]
-        merged = parts[0]
-        for part in parts[1:]:
-            merged = merged.unionByName(part)
-        return merged if located else merged.drop(*LOCATION)
 
-    # Text (CSV, JSON Lines, staged Prometheus/JmxTool) is parsed once: the
-    # checked rows are cached, without their location. Parquet alone is
-    # scanned again instead: building the in-memory cache of 10M rows took
-    # 13 s, a scan and check of them 2 s (benchmarks/README.md). The first
-    # rejected rows are found again, located, only if any.
-    rows = check_all(False)
-    if any(not w.endswith(".parquet") for w in in_place) or parsed:
-        rows = rows.cache()
+def _count_checked(
+    rows: DataFrame,
+    inputs: _Inputs,
+    rejected: Rejections,
+    check_all: Callable[[bool], DataFrame],
+    since: datetime | None,
+    until: datetime | None,
+) -> int:
+    """Count the checked ``rows`` by reason in one pass (one Spark job) into
+    ``rejected``, with the usable rows outside ``[since, until)``, add the
+    rows the generic readers rejected, and name the first rejected rows
+    ``file:row`` (located again through ``check_all(True)``, only if any).
+    Returns the usable rows in the time range."""
     window = F.lit(True)
     if since is not None:
         window = window & (F.col("timestamp") >= F.lit(since))
@@ -692,10 +751,10 @@ def read_usage_counted(
         else:
             usable = int(row["in_range"])
             rejected.outside_range += int(row["count"]) - usable
-    failed = [f for f in bad]
+    failed = list(inputs.bad)
     if rejected.count:
         failed.insert(0, check_all(True).where(F.col("_reason").isNotNull()))
-    for extra in bad:
+    for extra in inputs.bad:
         for row in extra.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect():
             rejected.count += int(row["count"])
             rejected.by_reason[str(row["kind"])] += int(row["count"])
@@ -704,16 +763,10 @@ def read_usage_counted(
         for part in failed[1:]:
             first = first.unionByName(part.select(*LOCATION, "_reason"))
         examples = first.orderBy(*LOCATION).limit(EXAMPLES_KEPT - len(rejected.examples)).collect()
-        located = generic.located if generic else []
-        names = row_numbers(located, [r.asDict() for r in examples], shown)
+        names = row_numbers(inputs.located, [r.asDict() for r in examples], inputs.shown)
         for name, row in zip(names, examples, strict=True):
             rejected.examples.append(f"{name}: {row['_reason']}")
-    usage = in_range(rows.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS), since, until)
-    if not one_of_each:
-        return usage, rejected, usable
-    usage, duplicates = _one_of_each(usage)
-    rejected.duplicates += duplicates
-    return usage, rejected, usable - duplicates
+    return usable
 
 
 #: What identifies a usage row: one row per series and time (``schemas/usage.schema.json``).
