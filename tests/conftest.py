@@ -171,7 +171,7 @@ def spark():  # type: ignore[no-untyped-def]
     """One local SparkSession for every Spark test (``local[1]``, 2 shuffle
     partitions, UI off), made by the job's own :func:`spark_session`. If it
     cannot start the test FAILS (never skips): Spark is part of the product."""
-    from quotaform.analytics.spark.job import spark_session
+    from quotaform.analytics.spark.session import spark_session
     from quotaform.errors import AnalyticsError
 
     try:

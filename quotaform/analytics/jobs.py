@@ -217,7 +217,7 @@ def _spark_run(
     except AnalyticsError:
         raise
     except Exception as exc:  # PySpark's, Py4J's and the Connect client's errors
-        from quotaform.analytics.spark.job import spark_error
+        from quotaform.analytics.spark.session import spark_error
 
         failure = spark_error(exc, master=request.master, remote=request.remote)
         if failure is None:

@@ -254,7 +254,8 @@ def run_scenario_load(
     a 60-connection burst once they connected (after :data:`BOOTSTRAP_S`) and
     in the middle; alice creates a
     30-partition topic after 5 s. ``every`` is called every ``every_s``
-    seconds meanwhile (e.g. a JmxTool read).
+    seconds meanwhile (e.g. a JmxTool read). (Over 80 lines: the
+    scenario's timeline in one place, each client and burst at its second.)
 
     Raises:
         SandboxError: ``seconds`` out of range or a non-loopback broker.

@@ -322,7 +322,9 @@ def start_prometheus(
     on_progress: Callable[[str], None] | None = None,
 ) -> PrometheusServer:
     """Start Prometheus scraping ``targets`` (job ``kafka``, path ``/metrics``)
-    on a free 127.0.0.1 port and return once it is ready.
+    on a free 127.0.0.1 port and return once it is ready. (Over 80 lines: a
+    third of them this description; the code writes the configuration,
+    starts the process and waits, in that order.)
 
     Args:
         targets: ``127.0.0.1:PORT`` of each exporter.

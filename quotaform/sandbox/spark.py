@@ -251,7 +251,9 @@ def start_connect_server(
 ) -> SparkConnectServer:
     """Start a Spark Connect server (``SparkConnectServer`` through
     ``spark-submit``, in the foreground of its own process group) on
-    127.0.0.1 and return once its gRPC port accepts connections.
+    127.0.0.1 and return once its gRPC port accepts connections. (Over 80
+    lines: a quarter of them this description; the code stops a server of
+    that name, starts this one and waits for its port, in that order.)
 
     Args:
         name: the server's name (letters, digits, ``._-``); a running one

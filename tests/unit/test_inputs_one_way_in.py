@@ -59,7 +59,7 @@ ALLOWED = {
     ("quotaform/sandbox/jars.py", "_marker"): "quotaform's own cache marker",
     ("quotaform/sandbox/jars.py", "log4j2_config_path"): "quotaform's own resource",
     ("quotaform/analytics/jobs.py", "table_rows"): "the table this run wrote",
-    ("quotaform/analytics/spark/job.py", "_tail"): "the error file this run wrote",
+    ("quotaform/analytics/spark/session.py", "_tail"): "the error file this run wrote",
     ("quotaform/app/analyze.py", "_write_recommendations"): "the table this run wrote",
 }
 

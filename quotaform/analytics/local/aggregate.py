@@ -464,7 +464,9 @@ def utilisation(
     samples (NaN counted, > 0 is throttled) ``throttled_share`` and
     ``censored``. A series with only throttle samples makes no row. Next to
     them the group's cluster-wide figures over every broker
-    (:data:`~quotaform.analytics.model.CLUSTER_COLUMNS`).
+    (:data:`~quotaform.analytics.model.CLUSTER_COLUMNS`). (Over 80 lines:
+    half of them the table's columns named one by one, in the order of
+    :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`.)
 
     Args:
         usage: the coded usage of clusters that ``configs`` has.

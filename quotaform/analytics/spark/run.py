@@ -30,7 +30,7 @@ from quotaform.analytics.results import (
     series_of,
     spread,
 )
-from quotaform.analytics.spark import job, resolve, transforms
+from quotaform.analytics.spark import job, resolve, session, transforms
 from quotaform.errors import AnalyticsError
 
 __all__ = ["for_server", "ranking", "run_spark", "table_rows", "write_texts"]
@@ -51,12 +51,18 @@ def run_spark(
     after: Mapping[str, QuotaConfig],
     say: Callable[[str], None],
 ) -> AnalyzeResult:
-
+    """One analysis on Spark: the session, the usage read and checked once,
+    the quotas of ``configs`` (``after``: impact's) answered per distinct
+    look-up, the command's transform, the table and reports written; the
+    same :class:`~quotaform.analytics.results.AnalyzeResult` as the local
+    engine, with each step's seconds. (Over 80 lines: the steps in the order
+    they run, each timed.) Raises AnalyticsError (bad or unusable input, no
+    usable row, a Spark failure worded by ``session.spark_error``)."""
     times: dict[str, float] = {}
     start = time.perf_counter()
-    spark = job.spark_session(request.master, remote=request.remote)
+    spark = session.spark_session(request.master, remote=request.remote)
     times["spark_start"] = time.perf_counter() - start
-    where = job.session_target(spark, request.remote)
+    where = session.session_target(spark, request.remote)
     say(f"Spark {spark.version} on {where} ({times['spark_start']:.1f} s)")
     start = time.perf_counter()
     usage, rejected, usage_rows = job.read_usage_counted(
@@ -245,11 +251,11 @@ def _series_spark(usage: DataFrame, top: Sequence[Mapping[str, Any]]) -> list[Us
 def write_texts(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, DataPath]:
     """Small text files (the reports) under the URI ``request.out``, through
     Spark (:func:`quotaform.analytics.spark.job.write_texts`)."""
-    spark = job.spark_session(request.master, remote=request.remote)
+    spark = session.spark_session(request.master, remote=request.remote)
     return dict(job.write_texts(spark, str(request.out), files))
 
 
 def table_rows(request: AnalyzeRequest, table: DataPath) -> list[dict[str, Any]]:
     """Every row of a table Spark wrote at a URI, as dicts."""
-    spark = job.spark_session(request.master, remote=request.remote)
+    spark = session.spark_session(request.master, remote=request.remote)
     return [r.asDict() for r in spark.read.parquet(str(table)).collect()]

@@ -628,7 +628,12 @@ def impact(
     """:func:`quotaform.analytics.engine.impact` in Spark: the rows of
     ``util`` whose quota, source or group changes under the configuration
     ``after``, with the throughput, demand cut and throttle times after it
-    (the columns of :data:`~quotaform.analytics.model.IMPACT_COLUMNS`)."""
+    (the columns of :data:`~quotaform.analytics.model.IMPACT_COLUMNS`).
+
+    (Over 80 lines: one DataFrame plan in its steps (join the after
+    answers, stage the before/after columns, sum the merging groups, keep
+    the changed rows, compute the columns), each step reading the one
+    before; a third of the lines name the staged columns.)"""
     keys = list(CLUSTER_GROUP_COLUMNS)
     resolved = _resolved_after(util.select(*keys).distinct(), after, keys)
     before_user = columns.user_name(F.col("u.user"))
