@@ -14,7 +14,6 @@ import argparse
 import ast
 from pathlib import Path
 
-
 #: How a docstring gives the reason a function is over 80 lines.
 REASON = "Over 80 lines"
 

@@ -115,7 +115,7 @@ def up(
         ),
     ] = None,
 ) -> None:
-    """Start the sandbox (or find it running) and print its bootstrap address(es).
+    """Start the sandbox (or find it running) and print its bootstrap address(es).\f
 
     (Over 80 lines: 55 of them the declarations of its seven options.)"""
     options = None
