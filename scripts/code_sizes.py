@@ -18,11 +18,6 @@ from pathlib import Path
 REASON = "Over 80 lines"
 
 
-def function_sizes(root: Path) -> list[tuple[int, str]]:
-    """``(lines, "path:qualified.name")`` of every function and method."""
-    return [(n, name) for n, name, _ in function_facts(root)]
-
-
 def function_facts(root: Path) -> list[tuple[int, str, bool]]:
     """``(lines, "path:qualified.name", reasoned)`` of every function and
     method, longest first; ``reasoned``: its docstring says why it is long

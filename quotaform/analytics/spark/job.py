@@ -16,14 +16,14 @@ import functools
 import math
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quotaform.analytics.configs import QuotaConfig, config_rows
@@ -349,24 +349,16 @@ def read_usage_counted(
     inputs = _input_frames(spark, paths, fmt, options, rejected)
     if not inputs.frames:
         return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
-
-    def check_all(located: bool) -> DataFrame:
-        parts = [checked(f, known) for f in inputs.frames]
-        merged = parts[0]
-        for part in parts[1:]:
-            merged = merged.unionByName(part)
-        return merged if located else merged.drop(*LOCATION)
-
     # Text (CSV, JSON Lines, staged Prometheus/JmxTool) is parsed once: the
     # checked rows are cached, without their location. Parquet alone is
     # scanned again instead: building the in-memory cache of 10M rows took
     # 13 s, a scan and check of them 2 s (benchmarks/README.md). The first
     # rejected rows are found again, located, only if any.
-    rows = check_all(False)
+    rows = _checked_union(inputs.frames, known).drop(*LOCATION)
     if inputs.text:
         rows = rows.cache()
-    usable = _count_checked(rows, inputs, rejected, check_all, since, until)
-    usage = in_range(rows.where(F.col("_reason").isNull()).select(*USAGE_COLUMNS), since, until)
+    usable = _count_checked(rows, inputs, rejected, known, since, until)
+    usage = rows.where(F.col("_reason").isNull() & _window(since, until)).select(*USAGE_COLUMNS)
     if not one_of_each:
         return usage, rejected, usable
     usage, duplicates = _one_of_each(usage)
@@ -435,24 +427,39 @@ def _input_frames(
     )
 
 
+def _checked_union(frames: Sequence[DataFrame], known: Sequence[str] | None) -> DataFrame:
+    """Every frame's rows :func:`checked`, as one DataFrame (with location)."""
+    parts = [checked(f, known) for f in frames]
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = merged.unionByName(part)
+    return merged
+
+
+def _window(since: datetime | None, until: datetime | None) -> Column:
+    """``since <= timestamp < until`` as a column (true when both are open)."""
+    window = F.lit(True)
+    if since is not None:
+        window = window & (F.col("timestamp") >= F.lit(since))
+    if until is not None:
+        window = window & (F.col("timestamp") < F.lit(until))
+    return window
+
+
 def _count_checked(
     rows: DataFrame,
     inputs: _Inputs,
     rejected: Rejections,
-    check_all: Callable[[bool], DataFrame],
+    known: Sequence[str] | None,
     since: datetime | None,
     until: datetime | None,
 ) -> int:
     """Count the checked ``rows`` by reason in one pass (one Spark job) into
     ``rejected``, with the usable rows outside ``[since, until)``, add the
     rows the generic readers rejected, and name the first rejected rows
-    ``file:row`` (located again through ``check_all(True)``, only if any).
+    ``file:row`` (checked again with their location, only if any).
     Returns the usable rows in the time range."""
-    window = F.lit(True)
-    if since is not None:
-        window = window & (F.col("timestamp") >= F.lit(since))
-    if until is not None:
-        window = window & (F.col("timestamp") < F.lit(until))
+    window = _window(since, until)
     counts = (
         rows.groupBy(F.split("_reason", ":")[0].alias("kind"))
         .agg(F.count("*").alias("count"), F.count(F.when(window, 1)).alias("in_range"))
@@ -468,7 +475,7 @@ def _count_checked(
             rejected.outside_range += int(row["count"]) - usable
     failed = list(inputs.bad)
     if rejected.count:
-        failed.insert(0, check_all(True).where(F.col("_reason").isNotNull()))
+        failed.insert(0, _checked_union(inputs.frames, known).where(F.col("_reason").isNotNull()))
     for extra in inputs.bad:
         for row in extra.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect():
             rejected.count += int(row["count"])
@@ -552,11 +559,9 @@ def _is_connect(spark: Any) -> bool:
 
 def in_range(frame: DataFrame, since: datetime | None, until: datetime | None) -> DataFrame:
     """Rows of ``frame`` with ``since <= timestamp < until``."""
-    if since is not None:
-        frame = frame.where(F.col("timestamp") >= F.lit(since))
-    if until is not None:
-        frame = frame.where(F.col("timestamp") < F.lit(until))
-    return frame
+    if since is None and until is None:
+        return frame
+    return frame.where(_window(since, until))
 
 
 __all__ += ["in_range", "transforms"]
