@@ -15,7 +15,9 @@ is the largest sum of RSS over the process and its children (the JVM),
 sampled every 0.2 s. ``pyspark`` is the bare PySpark job of
 ``benchmarks/bare_pyspark.py`` (same Parquet, per-group count / max /
 ``percentile_approx``, written as Parquet) on ``local[2]``: the floor of a
-Spark job. ``--repeat`` runs each configuration that many times; every run
+Spark job; ``pyspark-exact`` the same job with exact quantiles (every value
+shuffled, as quotaform's must be to equal the local engine), the floor of an
+exact answer. ``--repeat`` runs each configuration that many times; every run
 records the load average before it (other work on the machine).
 """
 
@@ -118,9 +120,11 @@ def snapshot(out: Path) -> None:
 def run(engine: str, usage: Path, snap: Path, out: Path) -> dict[str, float]:
     """One end-to-end ``analyze utilisation`` (or the bare PySpark job) in a
     fresh process."""
-    if engine == "pyspark":
+    if engine in ("pyspark", "pyspark-exact"):
         script = Path(__file__).resolve().with_name("bare_pyspark.py")
         cmd = [sys.executable, str(script), str(usage), str(out), "--master", "local[2]"]
+        if engine == "pyspark-exact":
+            cmd.append("--exact")
     else:
         cmd = [
             sys.executable, "-m", "quotaform", "analyze", "utilisation", "--snapshot", str(snap),
@@ -158,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
     parser.add_argument(
-        "--engine", nargs="+", default=["spark"], choices=["spark", "python", "pyspark"]
+        "--engine",
+        nargs="+",
+        default=["spark"],
+        choices=["spark", "python", "pyspark", "pyspark-exact"],
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each configuration")
     parser.add_argument("--out", type=Path)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quotaform.formats.base import FROZEN
 from quotaform.formats.explain import EnforcementDoc
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
@@ -20,13 +21,11 @@ else:
 
 __all__ = ["AnalyzeSummary", "RejectedDoc", "SnapshotLine", "UsageRecord", "render_summary_json"]
 
-_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
 
 class RejectedDoc(BaseModel):
     """Usage rows that could not be used: never dropped without a count."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     count: int
     by_reason: dict[str, int] = Field(description="Rejected rows by the field at fault.")
     examples: list[str] = Field(description="The first rejected rows: file:row: reason.")
@@ -52,7 +51,7 @@ class RejectedDoc(BaseModel):
 class AnalyzeSummary(BaseModel):
     """One ``analyze`` run, summarised."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
     command: Literal["utilisation", "impact", "recommend"]
     engine: Literal["spark", "python"]
@@ -127,7 +126,7 @@ class UsageRecord(BaseModel):
 class SnapshotLine(BaseModel):
     """One line of a quota snapshot (``quotaform snapshot``)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     format_version: Literal[1]
     cluster: str = Field(min_length=1)
     cluster_id: str | None

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from quotaform.formats.base import FROZEN
 from quotaform.formats.plan import PlanDocument, plan_document
 from quotaform.plan.model import Plan
 from quotaform.plan.outcome import (
@@ -32,13 +33,11 @@ assert APPLY_FORMAT_VERSION == 1, "update ApplyDocument.format_version with the 
 
 __all__ = ["ApplyDocument", "apply_document", "render_apply_json"]
 
-_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
 
 class EntityResultDoc(BaseModel):
     """What happened to one entity."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: dict[str, str | None] = Field(
         description="Entity type -> entity name; null is the default entity."
     )
@@ -58,7 +57,7 @@ class EntityResultDoc(BaseModel):
 class BrokerReadBackDoc(BaseModel):
     """What the read-back found on one broker (a cluster of several)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     node_id: int = Field(description="The broker's node id.")
     address: str = Field(description="host:port as DescribeCluster lists it.")
     fenced: bool = Field(description="DescribeCluster lists it fenced (it serves no clients).")
@@ -79,7 +78,7 @@ class BrokerReadBackDoc(BaseModel):
 class CountsDoc(BaseModel):
     """Entities by outcome."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(**FROZEN, populate_by_name=True)
     applied: int
     failed: int
     unknown: int
@@ -89,7 +88,7 @@ class CountsDoc(BaseModel):
 class ApplyDocument(BaseModel):
     """A quotaform apply result (JSON)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
     status: Literal[
         "nothing-to-do",

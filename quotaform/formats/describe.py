@@ -11,22 +11,21 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from quotaform.cluster.wire.types import FilterComponent
+from quotaform.formats.base import FROZEN
 from quotaform.kafka.entity import config_command_label
 from quotaform.kafka.units import format_quota_value
 from quotaform.plan.state import LiveState
 
 __all__ = ["DescribeDocument", "describe_document", "render_describe_json"]
 
-_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
 
 class FilterDoc(BaseModel):
     """One filter component sent (strict)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity_type: str
     match_type: Literal["exact", "default", "any"]
     match: str | None = Field(description="The entity name for exact; null otherwise.")
@@ -35,7 +34,7 @@ class FilterDoc(BaseModel):
 class DescribedEntityDoc(BaseModel):
     """One live entity and its quotas."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: dict[str, str | None] = Field(
         description="Entity type -> entity name; null is the default entity."
     )
@@ -50,7 +49,7 @@ class DescribedEntityDoc(BaseModel):
 class DescribeDocument(BaseModel):
     """The live quotas a filter selects (JSON)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
     cluster_id: str | None
     filter: list[FilterDoc] | None = Field(

@@ -10,10 +10,18 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from quotaform.formats.explain import EnforcementDoc, enforcement_doc
-from quotaform.formats.plan import LiveStateRpcs, ProbeDoc, StorageDoc, probe_doc, storage_doc
+from quotaform.formats.base import FROZEN
+from quotaform.formats.explain import enforcement_doc
+from quotaform.formats.plan import (
+    EnforcementField,
+    LiveStateRpcs,
+    ProbeDocs,
+    StorageField,
+    probe_doc,
+    storage_doc,
+)
 from quotaform.plan.drift import DRIFT_FORMAT_VERSION, DriftKind, DriftReport
 from quotaform.plan.model import EntityChange
 from quotaform.words import drift_summary_line
@@ -22,13 +30,11 @@ assert DRIFT_FORMAT_VERSION == 1, "update DriftDocument.format_version with the 
 
 __all__ = ["DriftDocument", "drift_document", "render_drift_json"]
 
-_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
 
 class KeyDriftDoc(BaseModel):
     """One quota key that differs."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     key: str = Field(description="Quota key, e.g. producer_byte_rate.")
     drift: Literal["changed", "missing", "unexpected"] = Field(
         description="changed: both set, values differ; missing: declared, not live; "
@@ -41,7 +47,7 @@ class KeyDriftDoc(BaseModel):
 class EntityDriftDoc(BaseModel):
     """One in-scope entity that differs from the manifests."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: dict[str, str | None] = Field(
         description="Entity type -> entity name; null is the default entity."
     )
@@ -56,7 +62,7 @@ class EntityDriftDoc(BaseModel):
 class UnmanagedDoc(BaseModel):
     """Live entities outside the scope: counted, never listed or touched."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     total: int
     by_shape: dict[str, int] = Field(
         description="Shape (user, client-id, user+client-id, ip) -> count."
@@ -66,7 +72,7 @@ class UnmanagedDoc(BaseModel):
 class DriftSummaryDoc(BaseModel):
     """Counts by class and the one-line summary."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     changed: int
     missing: int
     unexpected: int
@@ -77,7 +83,7 @@ class DriftSummaryDoc(BaseModel):
 class DriftDocument(BaseModel):
     """A quotaform drift report (JSON)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
     cluster: str = Field(description="The manifests' cluster name.")
     cluster_id: str | None = Field(description="Id of the cluster the live state was read from.")
@@ -89,13 +95,11 @@ class DriftDocument(BaseModel):
     summary: DriftSummaryDoc
     warnings: list[str] = Field(description="The manifests' warnings.")
     live_state_rpcs: LiveStateRpcs
-    probes: list[ProbeDoc] = Field(
-        default_factory=list,
+    probes: ProbeDocs = Field(
         description="Every declared probe with the keys whose effective quota, source or "
         "quota group differs: before = as the manifests declare, after = as the cluster holds.",
     )
-    storage: StorageDoc | None = Field(
-        default=None,
+    storage: StorageField = Field(
         description="Storage-aware quotas: the scaling the declared producer_byte_rate "
         "values were compared after (declared = declared x the current factor).",
     )
@@ -104,8 +108,7 @@ class DriftDocument(BaseModel):
         description="Entities whose only difference is a scaled producer_byte_rate live at "
         "an earlier factor: a scale still to apply, not drift.",
     )
-    enforcement: EnforcementDoc | None = Field(
-        default=None,
+    enforcement: EnforcementField = Field(
         description="How the brokers enforce quotas: per broker (how many) and by Kafka's "
         "default resolution or a custom quota callback, which makes the probes' resolution "
         "not what they enforce; read when probes are declared, else null.",

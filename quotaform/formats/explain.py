@@ -35,8 +35,9 @@ import json
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from quotaform.formats.base import FROZEN
 from quotaform.kafka.entity import IP, Entity
 from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.metrics import mbean_name
@@ -71,13 +72,11 @@ __all__ = [
     "render_explain_json",
 ]
 
-_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
 
 class MatchDoc(BaseModel):
     """An entry that matches (or would match) the principal and sets the key."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: dict[str, str | None] = Field(description="Entity type -> name; null = default.")
     level: int
     level_pattern: str = Field(description="The level, e.g. {user=U, client-id=<default>}.")
@@ -88,7 +87,7 @@ class MatchDoc(BaseModel):
 class KeyDoc(BaseModel):
     """What the principal gets for one quota key."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     value: float | None = Field(description="The effective quota value; null = unlimited.")
     display: str = Field(description='The value in the manifest\'s units, or "unlimited".')
     unit: str = Field(description="bytes/s, %, mutations/s or connections/s.")
@@ -131,7 +130,7 @@ class KeyDoc(BaseModel):
 class KeyMovesDoc(BaseModel):
     """What moved for one key between two states."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     value_changed: bool
     source_changed: bool
     group_changed: bool = Field(description="The quota group (metric tags) changes.")
@@ -141,7 +140,7 @@ class UnnamedDoc(BaseModel):
     """A name of the principal no entry gives while entries give others of
     its type: the answer comes from defaults (a typo?)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity_type: str = Field(description="user or client-id.")
     name: str = Field(description="The name given.")
     named_count: int = Field(description="How many names of the type entries give.")
@@ -155,7 +154,7 @@ class EnforcementDoc(BaseModel):
     (``client.quota.callback.class``, KIP-257; DescribeConfigs of every
     live broker)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     brokers: int = Field(
         description="Live (unfenced) brokers: every quota is a limit on each of them."
     )
@@ -205,7 +204,7 @@ def enforcement_from_doc(doc: EnforcementDoc) -> QuotaEnforcement:
 class ExplainDocument(BaseModel):
     """A quotaform explanation (JSON)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
     principal: dict[str, str | None] = Field(
         description='{"user": U, "client-id": C} (null: unknown; "" client-id: none sent) '

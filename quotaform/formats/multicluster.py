@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from quotaform.formats.base import FROZEN
 from quotaform.formats.plan import PlanDocument, plan_document
 from quotaform.plan.multicluster import MultiClusterPlan
 
@@ -24,14 +25,14 @@ MULTI_CLUSTER_FORMAT_VERSION = 1
 class ClusterErrorDoc(BaseModel):
     """A cluster whose plan could not be made."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     error: str = Field(description="Why: the error message, as the CLI prints it.")
 
 
 class MultiClusterDocument(BaseModel):
     """``plan --all-clusters --output json``."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     format_version: Literal[1] = Field(description="Version of this format.")
     clusters: dict[str, PlanDocument | ClusterErrorDoc] = Field(
         description="Cluster name -> its plan document (as `plan -o json` prints it) "

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 from pydantic_core import to_json
 
+from quotaform.formats.base import FROZEN
 from quotaform.formats.explain import (
     EnforcementDoc,
     KeyDoc,
@@ -62,7 +63,6 @@ __all__ = [
     "render_json",
 ]
 
-_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 EntityDoc = dict[str, str | None]
 
@@ -76,7 +76,7 @@ LiveStateRpcs = Annotated[
 class FallbackDoc(BaseModel):
     """What clients of a removed key get instead, following Kafka's resolution order."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: EntityDoc | None = Field(
         description="The entity whose value applies instead; null: unlimited."
     )
@@ -94,7 +94,7 @@ class FallbackDoc(BaseModel):
 class KeyChangeDoc(BaseModel):
     """One quota key's change."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     key: str = Field(description="Quota key, e.g. producer_byte_rate.")
     action: Literal["add", "change", "remove"]
     before: StrictFloat | None = Field(description="Live value; null when the key is added.")
@@ -112,7 +112,7 @@ class KeyChangeDoc(BaseModel):
 class ChangeDoc(BaseModel):
     """One entity's change."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: EntityDoc = Field(description="Entity type -> entity name; null is the default entity.")
     action: Literal["create", "update", "delete", "no-op"]
     before: dict[str, StrictFloat] = Field(description="Live quotas: quota key -> quota value.")
@@ -126,7 +126,7 @@ class ChangeDoc(BaseModel):
 class ViolationDoc(BaseModel):
     """A guard-rail violation: apply refuses the plan."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     kind: Literal[
         "delete", "protected", "prevent-destroy", "mass-delete", "default-removal", "relax"
     ] = Field(description="Which rule is broken (delete: deletes are not allowed).")
@@ -154,7 +154,7 @@ class ViolationDoc(BaseModel):
 class OutsideDoc(BaseModel):
     """A live entity outside the scope: left alone, but part of every client's resolution."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: EntityDoc
     quotas: dict[str, StrictFloat]
 
@@ -162,7 +162,7 @@ class OutsideDoc(BaseModel):
 class ProbeKeyDoc(BaseModel):
     """One quota key of a probe the plan affects: before and after, and what moved."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     before: KeyDoc
     after: KeyDoc
     value_changed: bool
@@ -173,7 +173,7 @@ class ProbeKeyDoc(BaseModel):
 class ProbeDoc(BaseModel):
     """A declared probe (spec.probes) and what the plan does to it."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     principal: dict[str, str | None] = Field(
         description='{"user": U, "client-id": C} (null: not given) or {"ip": A}.'
     )
@@ -191,7 +191,7 @@ class ProbeDoc(BaseModel):
 class SummaryDoc(BaseModel):
     """Counts of entity changes by action."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(**FROZEN, populate_by_name=True)
     create: int
     update: int
     delete: int
@@ -201,7 +201,7 @@ class SummaryDoc(BaseModel):
 class ScaledKeyDoc(BaseModel):
     """One entity's producer_byte_rate under the storage policy (bytes/s)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     entity: dict[str, str | None]
     declared: float = Field(description="The manifests' value, bytes/s.")
     written: float = Field(description="What the plan writes: declared x factor, bytes/s.")
@@ -211,7 +211,7 @@ class ScaledKeyDoc(BaseModel):
 class StorageDoc(BaseModel):
     """What the storage policy (spec.storagePolicy) did to the declared values."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     state: Literal["OPEN", "THROTTLE", "PAUSE"]
     factor: float = Field(ge=0, le=1, description="The factor written (a multiple of the step).")
     computed_factor: float = Field(description="The volumes' own factor, before the step.")
@@ -233,10 +233,18 @@ class StorageDoc(BaseModel):
     )
 
 
+#: Fields the plan and drift documents share, each document giving its own
+#: description: the declared probes' impacts, the storage scaling and the
+#: brokers' enforcement.
+ProbeDocs = Annotated[list[ProbeDoc], Field(default_factory=list)]
+StorageField = Annotated[StorageDoc | None, Field(default=None)]
+EnforcementField = Annotated[EnforcementDoc | None, Field(default=None)]
+
+
 class PlanDocument(BaseModel):
     """A quotaform plan (JSON)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(**FROZEN, populate_by_name=True)
     format_version: Literal[1] = Field(description="Version of this format.")
     cluster: str = Field(description="The manifests' cluster name.")
     cluster_id: str | None = Field(description="Id of the cluster the live state was read from.")
@@ -264,8 +272,7 @@ class PlanDocument(BaseModel):
         "--allow-deletes); a protection has none and must be lifted in the manifests.",
     )
     live_state_rpcs: LiveStateRpcs
-    probes: list[ProbeDoc] = Field(
-        default_factory=list,
+    probes: ProbeDocs = Field(
         description="Every declared probe with the keys whose effective quota, source or "
         "quota group the plan changes.",
     )
@@ -279,13 +286,11 @@ class PlanDocument(BaseModel):
         description="The live entities outside the scope with their quotas: never changed, "
         "kept so the plan can be explained (explain --plan).",
     )
-    storage: StorageDoc | None = Field(
-        default=None,
+    storage: StorageField = Field(
         description="Storage-aware quotas: the state, factor and snapshot ages the plan's "
         "producer_byte_rate values were scaled by; null without a storage policy.",
     )
-    enforcement: EnforcementDoc | None = Field(
-        default=None,
+    enforcement: EnforcementField = Field(
         description="How the brokers enforce quotas: per broker (how many) and by Kafka's "
         "default resolution or a custom quota callback, which makes the probes' and "
         "fallbacks' resolution not what they enforce; null when not read.",

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from quotaform.errors import InputError, PlanFileError, PlanKeyError
+from quotaform.formats.base import FROZEN
 from quotaform.formats.plan import ChangeDoc, PlanDocument, plan_data, plan_from_document
 from quotaform.inputs.files import open_input
 from quotaform.inputs.jsondoc import load_json
@@ -69,7 +70,7 @@ PLANFILE_FORMAT_VERSION = 1
 class SignatureDoc(BaseModel):
     """An HMAC of the file's body, made with ``QUOTAFORM_PLAN_KEY``."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     alg: Literal["HMAC-SHA256"]
     value: str = Field(description="Hex digest over the canonical JSON of the body.")
 
@@ -77,7 +78,7 @@ class SignatureDoc(BaseModel):
 class PlanFileDocument(BaseModel):
     """A saved plan file (``plan --out FILE``)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = FROZEN
     format_version: Literal[1] = Field(
         default=1, description="Version of the saved-plan envelope (absent in early files)."
     )

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from quotaform.errors import InputError, StorageError
+from quotaform.formats.base import FROZEN
 from quotaform.inputs.jsondoc import loads_json
 from quotaform.inputs.limits import LIMITS
 from quotaform.kafka.units import format_quota_value
@@ -51,7 +52,6 @@ __all__ = [
 
 STORAGE_STATUS_FORMAT_VERSION = 1
 _OPEN = ConfigDict(defer_build=True, extra="allow", populate_by_name=True)
-_FROZEN = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class LimitRecord(BaseModel):
@@ -232,7 +232,7 @@ def read_snapshot_text(text: str, where: str) -> Iterator[BrokerSnapshot]:
 class VolumeStatus(BaseModel):
     """One volume judged; bytes as integers."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     name: str
     capacity: int
     consumed: int
@@ -249,7 +249,7 @@ class VolumeStatus(BaseModel):
 class BrokerStatus(BaseModel):
     """One broker judged."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     broker_id: str
     snapshot_at: datetime | None
     age_seconds: float | None
@@ -265,7 +265,7 @@ class BrokerStatus(BaseModel):
 class ScaledStatus(BaseModel):
     """One entity's producer_byte_rate under the policy (bytes/s)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     entity: dict[str, str | None]
     declared: float
     written: float
@@ -275,7 +275,7 @@ class ScaledStatus(BaseModel):
 class StorageMetrics(BaseModel):
     """The proposal's metrics."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     throttling_for_lack_of_data: Literal[0, 1] = Field(
         description="1 when onUnknown decided the state."
     )
@@ -290,7 +290,7 @@ class StorageMetrics(BaseModel):
 class StorageStatusDocument(BaseModel):
     """``quotaform storage status -o json``."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     format_version: Literal[1]
     state: Literal["OPEN", "THROTTLE", "PAUSE"]
     factor: float = Field(
