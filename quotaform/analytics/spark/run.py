@@ -103,14 +103,8 @@ def run_spark(
         table = util
     elif request.command is Command.impact:
         after_frame = job.config_frame(spark, list(after.values()))
-        # impact reads the utilisation rows in every branch (the distinct
-        # groups of each resolution step, the join back): computed once and
-        # its lineage cut (a local checkpoint, memory then disk), every
-        # later step plans against a short plan, not the read and the
-        # groups again. Was a cache: on the fixtures the analysed plan was
-        # 300 KB of text, and the impact build and write took 10.9 s on a
-        # warm local session and 17.8 s over Spark Connect; now 7.4 s and
-        # 6.7 s (benchmarks/README.md).
+        # Read in every branch of impact: computed once, its lineage cut,
+        # so no step re-plans the read (benchmarks/README.md).
         table = transforms.impact(
             util.localCheckpoint(),
             after=after_frame,
