@@ -17,6 +17,7 @@ import re
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,24 +110,64 @@ for args in json.loads(sys.argv[1]):
 """
 
 
-def test_the_standalone_cluster_rows_equal_local_and_python(
-    spark_cluster: Any, local: dict[str, Path], tmp_path: Path
-) -> None:
-    analyses = commands(tmp_path, tmp_path)
-    runs = [[*args, "--engine", "spark", "--master", spark_cluster.master_url]
-            for args in analyses.values()]  # fmt: skip
+@dataclass(frozen=True)
+class _Runs:
+    """One process's run of the three analyses and the pandas Parquet's
+    utilisation (``out/<command>``, ``out/pandas/utilisation``)."""
+
+    out: Path
+    stderr: str
+    analyses: tuple[str, ...]
+
+
+def _run_all(where: list[str], out: Path) -> _Runs:
+    """The three analyses of the fixtures and the utilisation of pandas'
+    Parquet (:func:`_pandas_usage`) in ONE process (one Spark application
+    on the cluster, one Connect client), each as ``python -m quotaform``
+    would run it, on ``where`` (``--master URL`` or ``--remote URL``)."""
+    analyses = commands(out, out)
+    usage = _pandas_usage(out)
+    runs = [[*args, *where] for args in analyses.values()]
+    runs.append(
+        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(usage),
+         "--out", str(out / "pandas" / "utilisation"), *where]
+    )  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-c", RUN_ALL, json.dumps(runs)],
         env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"on {spark_cluster.master_url} (" in done.stderr
-    assert_quiet(done.stderr)
-    for command in analyses:
-        summary = json.loads((tmp_path / command / "summary.json").read_text(encoding="utf-8"))
+    return _Runs(out=out, stderr=done.stderr, analyses=tuple(analyses))
+
+
+@pytest.fixture(scope="module")
+def on_cluster(spark_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> _Runs:
+    """Every analysis of the fixtures on the standalone cluster, one
+    application for all (the cluster has two cores: each application
+    starts its own executors)."""
+    return _run_all(
+        ["--engine", "spark", "--master", spark_cluster.master_url],
+        tmp_path_factory.mktemp("cluster"),
+    )
+
+
+@pytest.fixture(scope="module")
+def on_connect(spark_connect: Any, tmp_path_factory: pytest.TempPathFactory) -> _Runs:
+    """Every analysis of the fixtures through the Connect server, one client
+    process for all."""
+    return _run_all(["--remote", spark_connect.remote], tmp_path_factory.mktemp("connect"))
+
+
+def test_the_standalone_cluster_rows_equal_local_and_python(
+    spark_cluster: Any, on_cluster: _Runs, local: dict[str, Path]
+) -> None:
+    assert f"on {spark_cluster.master_url} (" in on_cluster.stderr
+    assert_quiet(on_cluster.stderr)
+    for command in on_cluster.analyses:
+        summary = json.loads((on_cluster.out / command / "summary.json").read_text("utf-8"))
         assert summary["engine"] == "spark"
-        assert _rows(tmp_path, command) == _rows(local["spark"], command), command
-        assert _rows(tmp_path, command) == _rows(local["python"], command), command
+        assert _rows(on_cluster.out, command) == _rows(local["spark"], command), command
+        assert _rows(on_cluster.out, command) == _rows(local["python"], command), command
 
 
 def test_a_master_nobody_answers_is_one_error_line() -> None:
@@ -160,22 +201,15 @@ def test_a_bad_master_url_is_one_error_line_naming_it(tmp_path: Path) -> None:
 
 
 def test_connect_rows_equal_local_for_every_analysis(
-    spark_connect: Any, local: dict[str, Path], tmp_path: Path
+    spark_connect: Any, on_connect: _Runs, local: dict[str, Path]
 ) -> None:
-    # One client process runs the three analyses, as for the cluster above.
-    analyses = commands(tmp_path, tmp_path)
-    runs = [[*args, "--remote", spark_connect.remote] for args in analyses.values()]
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_ALL, json.dumps(runs)],
-        env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert_quiet(done.stderr)
-    assert done.stderr.count(f"on {spark_connect.remote} (Spark Connect)") == len(analyses)
-    for command in analyses:
-        summary = json.loads((tmp_path / command / "summary.json").read_text(encoding="utf-8"))
+    assert_quiet(on_connect.stderr)
+    # The three analyses and the pandas Parquet's utilisation.
+    assert on_connect.stderr.count(f"on {spark_connect.remote} (Spark Connect)") == 4
+    for command in on_connect.analyses:
+        summary = json.loads((on_connect.out / command / "summary.json").read_text("utf-8"))
         assert summary["engine"] == "spark"  # a remote implies the Spark engine
-        assert _rows(tmp_path, command) == _rows(local["spark"], command), command
+        assert _rows(on_connect.out, command) == _rows(local["spark"], command), command
 
 
 def _pandas_usage(tmp_path: Path) -> Path:
@@ -194,27 +228,22 @@ def _pandas_usage(tmp_path: Path) -> Path:
 
 
 def test_pandas_nanosecond_parquet_reads_on_connect_and_on_a_cluster_as_locally(
-    spark_connect: Any, spark_cluster: Any, tmp_path: Path
+    on_connect: _Runs, on_cluster: _Runs, tmp_path: Path
 ) -> None:
     # Was, on every Spark mode: "AnalysisException: [PARQUET_TYPE_ILLEGAL]
     # Illegal Parquet type: INT64 (TIMESTAMP(NANOS,true))"; the local engine
-    # rejected every row's integer broker.
+    # rejected every row's integer broker. Connect and the cluster read it
+    # in their runs of every analysis (on_connect, on_cluster).
     usage = _pandas_usage(tmp_path)
-    runs = {
-        "python": ["--engine", "python"],
-        "connect": ["--remote", spark_connect.remote],
-        "cluster": ["--engine", "spark", "--master", spark_cluster.master_url],
-    }
-    for name, where in runs.items():
-        done = _quotaform(
-            ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(usage),
-             "--out", str(tmp_path / name / "utilisation"), *where],
-        )  # fmt: skip
-        assert done.returncode == 0, (name, done.stderr[-3000:])
+    done = _quotaform(
+        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(usage),
+         "--out", str(tmp_path / "python" / "utilisation"), "--engine", "python"],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
     reference = _rows(tmp_path / "python", "utilisation")
     assert reference
-    assert _rows(tmp_path / "connect", "utilisation") == reference
-    assert _rows(tmp_path / "cluster", "utilisation") == reference
+    assert _rows(on_connect.out / "pandas", "utilisation") == reference
+    assert _rows(on_cluster.out / "pandas", "utilisation") == reference
 
 
 def test_spark_remote_from_the_environment(
