@@ -95,9 +95,9 @@ def test_the_reference_rows_are_not_empty(local: dict[str, Path]) -> None:
 # ------------------------------------------------------------ standalone cluster
 
 
-#: One process runs the CLI's three analyses (one Spark application on the
-#: cluster instead of three: the cluster has two cores; one Connect client
-#: instead of three), each as ``python -m quotaform`` would.
+#: One process runs several command lines (one Spark application on the
+#: cluster instead of one each: the cluster has two cores; one Connect
+#: client), each as ``python -m quotaform`` would.
 RUN_ALL = """
 import json, sys
 from quotaform.cli.app import main
@@ -112,12 +112,13 @@ for args in json.loads(sys.argv[1]):
 
 @dataclass(frozen=True)
 class _Runs:
-    """One process's run of the three analyses and the pandas Parquet's
-    utilisation (``out/<command>``, ``out/pandas/utilisation``)."""
+    """One process's run of the three analyses and of the utilisation of
+    pandas' Parquet (``usage``): ``out/<command>``, ``out/pandas/utilisation``."""
 
     out: Path
     stderr: str
     analyses: tuple[str, ...]
+    usage: Path
 
 
 def _run_all(where: list[str], out: Path) -> _Runs:
@@ -137,7 +138,7 @@ def _run_all(where: list[str], out: Path) -> _Runs:
         env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    return _Runs(out=out, stderr=done.stderr, analyses=tuple(analyses))
+    return _Runs(out=out, stderr=done.stderr, analyses=tuple(analyses), usage=usage)
 
 
 @pytest.fixture(scope="module")
@@ -233,10 +234,11 @@ def test_pandas_nanosecond_parquet_reads_on_connect_and_on_a_cluster_as_locally(
     # Was, on every Spark mode: "AnalysisException: [PARQUET_TYPE_ILLEGAL]
     # Illegal Parquet type: INT64 (TIMESTAMP(NANOS,true))"; the local engine
     # rejected every row's integer broker. Connect and the cluster read it
-    # in their runs of every analysis (on_connect, on_cluster).
-    usage = _pandas_usage(tmp_path)
+    # in their runs of every analysis (on_connect, on_cluster); the Python
+    # engine reads the file the cluster read.
     done = _quotaform(
-        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage", str(usage),
+        ["analyze", "utilisation", str(FIXTURES / "manifest.yaml"), "--usage",
+         str(on_cluster.usage),
          "--out", str(tmp_path / "python" / "utilisation"), "--engine", "python"],
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
