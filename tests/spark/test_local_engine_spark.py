@@ -24,7 +24,7 @@ from quotaform.analytics.local.reader import read_coded_usage
 from quotaform.analytics.model import USAGE_COLUMNS, UTILISATION_COLUMNS
 from quotaform.analytics.sources.base import ReadOptions
 from quotaform.analytics.sources.registry import read_usage
-from quotaform.analytics.spark import job, resolve
+from quotaform.analytics.spark import job, partitions
 from quotaform.analytics.spark.schemas import USAGE_SCHEMA, UTILISATION_SCHEMA
 from quotaform.kafka.resolution import QuotaIndex
 
@@ -76,8 +76,8 @@ def test_the_local_engine_equals_spark_on_generated_usage(
         rejected.count,
         dict(rejected.by_reason),
     )
-    spark_util = resolve.utilisation(frame, configs={"c": QuotaIndex(before)}).select(
-        *UTILISATION_COLUMNS
+    spark_util = partitions.table_of(
+        partitions.utilisation(frame, configs={"c": QuotaIndex(before)})
     )
     local_frame = spark.createDataFrame(
         [tuple(r[c] for c in UTILISATION_COLUMNS) for r in local.to_pylist()],
@@ -155,7 +155,9 @@ def test_spark_sums_a_group_across_brokers_as_the_python_engine_to_the_bit(
     frame = spark.createDataFrame(
         [tuple(getattr(r, c) for c in USAGE_COLUMNS) for r in rows], USAGE_SCHEMA
     )
-    got = resolve.utilisation(frame, configs={c.cluster: c.index for c in configs}, align_s=10.0)
+    got = partitions.table_of(
+        partitions.utilisation(frame, configs={c.cluster: c.index for c in configs}, align_s=10.0)
+    )
     key = lambda r: tuple(str(r[c]) for c in UTILISATION_COLUMNS[:6])  # noqa: E731
     assert sorted((r.asDict() for r in got.collect()), key=key) == sorted(want, key=key)
     alice = {(r["cluster"], r["broker"]): r for r in want if r["user"] == "alice"}

@@ -1,12 +1,13 @@
 """The Spark engine equals the Python engine (explain's resolution) on every
 row, on generated data covering every level, key, ip, shared groups,
 unlimited, and groups that split or merge; it reads every usage format as
-the Python readers do; the conformance cases hold through its transforms;
+the Python readers do; the conformance cases hold through its utilisation;
 and ``quotaform analyze`` runs on it end to end from the CLI."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from quotaform.analytics.model import (
 )
 from quotaform.analytics.sources.base import ReadOptions
 from quotaform.analytics.sources.registry import read_usage
-from quotaform.analytics.spark import job, resolve, transforms
+from quotaform.analytics.spark import job, partitions, transforms
 from quotaform.analytics.spark.schemas import (
     IMPACT_SCHEMA,
     RECOMMEND_SCHEMA,
@@ -35,6 +36,7 @@ from quotaform.analytics.spark.schemas import (
     UTILISATION_SCHEMA,
 )
 from quotaform.cli.app import app
+from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.metrics import sanitize_user
 from quotaform.kafka.resolution import QuotaIndex
 
@@ -71,8 +73,7 @@ def test_spark_equals_the_python_engine_on_every_row(spark: SparkSession, seed: 
     config_after = job.config_frame(spark, [QuotaConfig("c", after, "generated")])
     # Computed once for the three comparisons (impact and recommend read it).
     spark_util = (
-        resolve.utilisation(usage, configs={"c": QuotaIndex(before)})
-        .select(*UTILISATION_COLUMNS)
+        partitions.table_of(partitions.utilisation(usage, configs={"c": QuotaIndex(before)}))
         .cache()
     )
     assertDataFrameEqual(
@@ -105,11 +106,13 @@ def test_the_generated_data_covers_every_level_and_group_change() -> None:
     assert changes >= {"none", "splits", "merges"}
 
 
-def test_the_conformance_cases_through_the_spark_transform(spark: SparkSession) -> None:
-    # Each recorded (case, key): the observed group with the expected tags gets
-    # the expected value and level from resolve_groups.
+def test_the_conformance_cases_through_the_spark_engine(spark: SparkSession) -> None:
+    # Each recorded (case, key): one usage sample of the expected tags gets
+    # the expected value and level in the Spark engine's utilisation table.
     rows = []
+    want = {}
     configs = []
+    when = datetime(2026, 1, 1, tzinfo=UTC)
     for number, case in enumerate(load_cases()):
         cluster = f"case-{number}"
         configs.append(QuotaConfig(cluster, case.entries, case.name))
@@ -117,26 +120,24 @@ def test_the_conformance_cases_through_the_spark_transform(spark: SparkSession) 
             if not expect["recorded"]:
                 continue
             tags = expect["tags"]
-            rows.append(
-                (
-                    cluster,
-                    sanitize_user(tags.get("user", "")) if tags.get("user") else "",
-                    tags.get("client-id", ""),
-                    tags.get("ip") or None,
-                    key,
-                    None if expect["value"] is None else float(expect["value"]),
-                    expect["level"],
-                )
-            )
-    groups = spark.createDataFrame(
-        rows,
-        "cluster string, user string, client_id string, ip string, quota_key string, "
-        "want double, want_level int",
-    )
-    resolved = resolve.resolve_groups(groups, {c.cluster: c.index for c in configs}).collect()
-    assert len(resolved) == len(rows)
-    for row in resolved:
-        assert (row["quota_value"], row["level"]) == (row["want"], row["want_level"]), row
+            user = sanitize_user(tags.get("user", "")) if tags.get("user") else ""
+            ip = tags.get("ip") or None
+            metric = QUOTA_KEYS[key].usage_metric
+            rows.append((cluster, "1", when, metric, user, tags.get("client-id", ""), ip, 1.0))
+            value = None if expect["value"] is None else float(expect["value"])
+            want[(cluster, user, tags.get("client-id", ""), ip, key)] = (value, expect["level"])
+    usage = spark.createDataFrame(rows, USAGE_SCHEMA)
+    table = partitions.table_of(
+        partitions.utilisation(usage, configs={c.cluster: c.index for c in configs})
+    ).collect()
+    got = {
+        (r["cluster"], r["user"], r["client_id"], r["ip"], r["quota_key"]): (
+            r["quota_value"],
+            r["level"],
+        )
+        for r in table
+    }
+    assert len(rows) == len(want) and got == want
 
 
 def test_spark_reads_every_usage_format_like_the_python_readers(

@@ -164,8 +164,8 @@ def resolutions(
     configs: Mapping[str, QuotaIndex],
 ) -> tuple[pa.Array, pa.Array, pa.Array]:
     """``quota_value``, ``level``, ``entity`` per group (``ip`` empty for a
-    user/client-id group). The Spark engine answers its distinct look-ups
-    with this function too (:mod:`quotaform.analytics.spark.resolve`).
+    user/client-id group). The Spark engine runs :func:`utilisation`, and so
+    this, in every partition (:mod:`quotaform.analytics.spark.partitions`).
 
     Resolved by :func:`~quotaform.kafka.resolution.quota_for_tags` once per
     distinct (cluster, key, tags), with every name the configuration does not

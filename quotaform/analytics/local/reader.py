@@ -51,7 +51,7 @@ from quotaform.analytics.usage import EXAMPLES_KEPT, Rejections, check_row
 from quotaform.errors import AnalyticsError
 from quotaform.inputs.files import open_input
 
-__all__ = ["BATCH_ROWS", "CodedUsage", "read_coded_usage"]
+__all__ = ["BATCH_ROWS", "CodedUsage", "code_checked", "read_coded_usage"]
 
 _TEXT = tuple(c for c in SERIES_COLUMNS if c != "metric")
 #: The bits a packed key may use (tests lower it to exercise the paired keys).
@@ -557,3 +557,45 @@ def read_coded_usage(
             rejected.notes = before.notes
             _python_records(source.records(path, options, rejected), builder, rejected)
     return builder.finish(rejected), rejected
+
+
+def code_checked(
+    batches: Iterable[pa.RecordBatch], clusters: Collection[str]
+) -> tuple[CodedUsage, int]:
+    """Usage rows another reader has already checked and kept (the Spark
+    engine's: :func:`quotaform.analytics.spark.job.checked`, the same rules
+    as :func:`~quotaform.analytics.local.checks.check_batch`), coded by
+    series as :func:`read_coded_usage` codes them, a (series, time) read
+    more than once kept once.
+
+    Args:
+        batches: the generic usage columns (``timestamp`` typed or text).
+        clusters: the configured clusters (every row's must be one).
+
+    Returns:
+        ``(usage, duplicates)``: the coded rows, and how many rows repeated
+        a (series, time) and were left out.
+
+    Raises:
+        AnalyticsError: a row the local checks refuse or of a cluster not in
+            ``clusters``: the two engines' checks disagree (never silently
+            dropped).
+    """
+    builder = _Builder(clusters, None, None)
+    for batch in batches:
+        checked = check_batch(batch)
+        if checked is None or (checked.reason != 0).any():
+            raise AnalyticsError(
+                "a usage row the Spark checks kept is refused by the local checks: "
+                "the engines' checks disagree (a defect: please report it)"
+            )
+        builder.add(checked)
+    if builder.unconfigured:
+        named = ", ".join(builder.unconfigured_names)
+        raise AnalyticsError(
+            f"usage rows of clusters without a configuration ({named}) reached the "
+            "aggregation: the engines' checks disagree (a defect: please report it)"
+        )
+    rejected = Rejections()
+    usage = builder.finish(rejected)
+    return usage, rejected.duplicates

@@ -48,8 +48,11 @@ from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
 __all__ = [
+    "CheckedRows",
     "checked",
     "config_frame",
+    "count_kinds",
+    "read_checked",
     "read_usage_counted",
     "write_table",
     "write_texts",
@@ -335,7 +338,7 @@ def read_usage_counted(
     (counted in ``rejected.duplicates``, not in the usable rows: one more
     shuffle of every row); without, the rows are returned as read, for a
     caller that keeps one of each itself
-    (:func:`~quotaform.analytics.spark.transforms.broker_groups` does, and
+    (:func:`~quotaform.analytics.spark.partitions.utilisation` does, and
     counts them). The returned
     DataFrame is cached when any input is text (unpersist it when done);
     Parquet alone is read again by each action.
@@ -344,26 +347,103 @@ def read_usage_counted(
         AnalyticsError: a path that does not exist or holds no usage file, a
             generic file without the usage columns.
     """
+    checked_rows = read_checked(
+        spark, paths, fmt=fmt, options=options, known=known, since=since, until=until
+    )
+    rejected = checked_rows.rejected
+    if checked_rows.rows is None:
+        return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
+    rows = checked_rows.rows
+    usable = _count_checked(rows, since, until, rejected)
+    checked_rows.name_rejected(rejected)
+    usage = checked_rows.usable()
+    if not one_of_each:
+        return usage, rejected, usable
+    usage, duplicates = _one_of_each(usage)
+    rejected.duplicates += duplicates
+    return usage, rejected, usable - duplicates
+
+
+#: A checked row's kind of refusal (``_reason`` up to its colon; null: usable).
+KIND = "_kind"
+#: Whether a checked row is in the time range.
+IN_RANGE = "_in_range"
+
+
+@dataclass(frozen=True)
+class CheckedRows:
+    """Every usage row read and checked once, not yet counted.
+
+    Attributes:
+        rows: USAGE_SCHEMA plus ``_reason`` (null: usable) and
+            :data:`IN_RANGE`; ``None`` when no input holds a row.
+        inputs: where the rows came from (to name rejected rows).
+        known: the configured clusters (rows of others were refused).
+        rejected: the files read, and what their parsers refused.
+    """
+
+    rows: DataFrame | None
+    inputs: _Inputs
+    known: Sequence[str] | None
+    rejected: Rejections
+
+    def usable(self) -> DataFrame:
+        """The usable rows in the time range (USAGE_SCHEMA)."""
+        assert self.rows is not None
+        usable = F.col("_reason").isNull() & F.col(IN_RANGE)
+        return self.rows.where(usable).select(*USAGE_COLUMNS)
+
+    def kinds(self) -> DataFrame:
+        """USAGE_SCHEMA plus :data:`KIND` and :data:`IN_RANGE`: the rows to
+        count and aggregate in one pass."""
+        assert self.rows is not None
+        return self.rows.select(
+            *USAGE_COLUMNS, F.split("_reason", ":")[0].alias(KIND), F.col(IN_RANGE)
+        )
+
+    def name_rejected(self, rejected: Rejections) -> None:
+        """After the checked rows are counted into ``rejected``: count the
+        rows the generic readers refused and name the first rejected rows
+        ``file:row`` (the inputs read again, with their location, only when
+        a row was rejected)."""
+        _name_rejected(self.inputs, self.known, rejected)
+
+
+def read_checked(
+    spark: SparkSession,
+    paths: Sequence[DataPath],
+    *,
+    fmt: str = AUTO,
+    options: ReadOptions | None = None,
+    known: Sequence[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> CheckedRows:
+    """Every usage row of ``paths`` read by its source and checked once
+    (:func:`read_usage_counted` says how), not counted: the caller counts
+    the kinds in its own pass over the rows (:meth:`CheckedRows.kinds`) and
+    names the rejected ones after (:meth:`CheckedRows.name_rejected`). The
+    rows are cached when any input is text (unpersist them when done);
+    Parquet alone is read again by each action.
+
+    Raises:
+        AnalyticsError: as :func:`read_usage_counted`.
+    """
     options = options or ReadOptions()
     rejected = Rejections()
     inputs = _input_frames(spark, paths, fmt, options, rejected)
     if not inputs.frames:
-        return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
+        return CheckedRows(None, inputs, known, rejected)
     # Text (CSV, JSON Lines, staged Prometheus/JmxTool) is parsed once: the
     # checked rows are cached, without their location. Parquet alone is
     # scanned again instead: building the in-memory cache of 10M rows took
     # 13 s, a scan and check of them 2 s (benchmarks/README.md). The first
     # rejected rows are found again, located, only if any.
     rows = _checked_union(inputs.frames, known).drop(*LOCATION)
+    rows = rows.withColumn(IN_RANGE, _window(since, until))
     if inputs.text:
         rows = rows.cache()
-    usable = _count_checked(rows, inputs, rejected, known, since, until)
-    usage = rows.where(F.col("_reason").isNull() & _window(since, until)).select(*USAGE_COLUMNS)
-    if not one_of_each:
-        return usage, rejected, usable
-    usage, duplicates = _one_of_each(usage)
-    rejected.duplicates += duplicates
-    return usage, rejected, usable - duplicates
+    return CheckedRows(rows, inputs, known, rejected)
 
 
 @dataclass(frozen=True)
@@ -447,48 +527,56 @@ def _window(since: datetime | None, until: datetime | None) -> Column:
 
 
 def _count_checked(
-    rows: DataFrame,
-    inputs: _Inputs,
-    rejected: Rejections,
-    known: Sequence[str] | None,
-    since: datetime | None,
-    until: datetime | None,
+    rows: DataFrame, since: datetime | None, until: datetime | None, rejected: Rejections
 ) -> int:
     """Count the checked ``rows`` by reason in one pass (one Spark job) into
-    ``rejected``, with the usable rows outside ``[since, until)``, add the
-    rows the generic readers rejected, and name the first rejected rows
-    ``file:row`` (checked again with their location, only if any).
-    Returns the usable rows in the time range."""
-    window = _window(since, until)
+    ``rejected``, with the usable rows outside ``[since, until)``. Returns
+    the usable rows in the time range."""
     counts = (
-        rows.groupBy(F.split("_reason", ":")[0].alias("kind"))
-        .agg(F.count("*").alias("count"), F.count(F.when(window, 1)).alias("in_range"))
+        rows.groupBy(F.split("_reason", ":")[0].alias("kind"), F.col(IN_RANGE).alias("in_range"))
+        .count()
         .collect()
     )
+    kinds = [(r["kind"], bool(r["in_range"]), int(r["count"])) for r in counts]
+    return count_kinds(kinds, rejected)
+
+
+def count_kinds(counts: Iterable[tuple[str | None, bool, int]], rejected: Rejections) -> int:
+    """Add ``(kind, in range, rows)`` counts of checked rows (kind ``None``:
+    usable) to ``rejected``: refusals by kind, usable rows outside the time
+    range. Returns the usable rows in the range."""
     usable = 0
-    for row in counts:
-        if row["kind"] is not None:
-            rejected.count += int(row["count"])
-            rejected.by_reason[str(row["kind"])] += int(row["count"])
+    for kind, in_range, count in counts:
+        if kind is not None:
+            rejected.count += count
+            rejected.by_reason[kind] += count
+        elif in_range:
+            usable += count
         else:
-            usable = int(row["in_range"])
-            rejected.outside_range += int(row["count"]) - usable
+            rejected.outside_range += count
+    return usable
+
+
+def _name_rejected(inputs: _Inputs, known: Sequence[str] | None, rejected: Rejections) -> None:
+    """Count the rows the generic readers refused into ``rejected`` and name
+    the first rejected rows ``file:row`` (checked again with their location,
+    only if any)."""
     failed = list(inputs.bad)
-    if rejected.count:
+    if rejected.count and inputs.frames:
         failed.insert(0, _checked_union(inputs.frames, known).where(F.col("_reason").isNotNull()))
     for extra in inputs.bad:
         for row in extra.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect():
             rejected.count += int(row["count"])
             rejected.by_reason[str(row["kind"])] += int(row["count"])
-    if failed:
-        first = failed[0].select(*LOCATION, "_reason")
-        for part in failed[1:]:
-            first = first.unionByName(part.select(*LOCATION, "_reason"))
-        examples = first.orderBy(*LOCATION).limit(EXAMPLES_KEPT - len(rejected.examples)).collect()
-        names = row_numbers(inputs.located, [r.asDict() for r in examples], inputs.shown)
-        for name, row in zip(names, examples, strict=True):
-            rejected.examples.append(f"{name}: {row['_reason']}")
-    return usable
+    if not failed:
+        return
+    first = failed[0].select(*LOCATION, "_reason")
+    for part in failed[1:]:
+        first = first.unionByName(part.select(*LOCATION, "_reason"))
+    examples = first.orderBy(*LOCATION).limit(EXAMPLES_KEPT - len(rejected.examples)).collect()
+    names = row_numbers(inputs.located, [r.asDict() for r in examples], inputs.shown)
+    for name, row in zip(names, examples, strict=True):
+        rejected.examples.append(f"{name}: {row['_reason']}")
 
 
 #: What identifies a usage row: one row per series and time (``schemas/usage.schema.json``).

@@ -6,8 +6,7 @@ samples computed by Spark."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +14,19 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from quotaform.analytics.configs import QuotaConfig
-from quotaform.analytics.model import RANKING, SERIES_COLUMNS, TABLE_COLUMNS
+from quotaform.analytics.model import RANKING, TABLE_COLUMNS
 from quotaform.analytics.paths import DataPath, child
 from quotaform.analytics.request import AnalyzeRequest, Command, Engine
 from quotaform.analytics.results import (
     BUCKETS,
-    PLOTTED,
     TOP_ROWS,
     AnalyzeResult,
-    UsageSeries,
     in_bucket_order,
     refuse_unusable,
     say_matched,
-    series_of,
     spread,
 )
-from quotaform.analytics.spark import job, resolve, session, transforms
+from quotaform.analytics.spark import job, partitions, session, transforms
 from quotaform.errors import AnalyticsError
 
 __all__ = ["for_server", "ranking", "run_spark", "table_rows", "write_texts"]
@@ -65,7 +61,7 @@ def run_spark(
     where = session.session_target(spark, request.remote)
     say(f"Spark {spark.version} on {where} ({times['spark_start']:.1f} s)")
     start = time.perf_counter()
-    usage, rejected, usage_rows = job.read_usage_counted(
+    checked = job.read_checked(
         spark,
         [for_server(p, request.remote) for p in request.usage],
         fmt=request.usage_format,
@@ -73,16 +69,23 @@ def run_spark(
         known=sorted(configs),
         since=request.since,
         until=request.until,
-        one_of_each=False,
     )
-    # The rows are shuffled once, into each group's figures per broker: a
-    # (series, time) read twice is kept once there, and counted. Cached:
-    # their repeats are counted now, the table computed from them next.
-    groups = transforms.broker_groups(usage, align_s=request.align).cache()
-    if usage_rows:
-        repeats = groups.agg(F.sum("repeats")).first()
-        rejected.duplicates = int(repeats[0] or 0) if repeats is not None else 0
-        usage_rows -= rejected.duplicates
+    rejected, usage_rows, computed = checked.rejected, 0, None
+    if checked.rows is not None:
+        # One pass over the checked rows: shuffled once by group, each
+        # partition counted and aggregated by the local engine's code
+        # (partitions.py); checkpointed, so the counts are read now and the
+        # table written (and read by impact and recommend) next.
+        computed = partitions.utilisation(
+            checked.kinds(),
+            configs={c: q.index for c, q in configs.items()},
+            align_s=request.align,
+        ).localCheckpoint()
+        counts = partitions.counts_of(computed)
+        usage_rows = job.count_kinds(counts.kinds, rejected)
+        rejected.duplicates = counts.repeats
+        usage_rows -= counts.repeats
+    checked.name_rejected(rejected)
     if usage_rows == 0 and rejected.by_reason.get("cluster"):
         raise AnalyticsError(
             "no usage row belongs to a configured cluster ("
@@ -93,20 +96,14 @@ def run_spark(
     refuse_unusable(usage_rows, rejected, request.read.labels)
     say(f"read {usage_rows:,} usage rows ({rejected.count:,} rejected)")
     start = time.perf_counter()
-    # Each distinct group's quota answered on the driver (one small job over
-    # the cached groups) and broadcast: no configuration frame to plan.
-    quotas = resolve.group_quotas(
-        groups.where(F.col("has_usage") == 1), {c: q.index for c, q in configs.items()}
-    )
-    util = transforms.utilisation_of(groups, quotas=quotas)
+    assert computed is not None and checked.rows is not None  # else refused above
+    util = partitions.table_of(computed)
     if request.command is Command.utilisation:
         table = util
     elif request.command is Command.impact:
         after_frame = job.config_frame(spark, list(after.values()))
-        # Read in every branch of impact: computed once, its lineage cut,
-        # so no step re-plans the read (benchmarks/README.md).
         table = transforms.impact(
-            util.localCheckpoint(),
+            util,
             after=after_frame,
             window_s=request.window_s,
             request_sizes=request.request_sizes,
@@ -136,9 +133,8 @@ def run_spark(
     )
     _summarise_spark(request.command, written, result)
     if request.command is Command.utilisation:
-        result.series = _series_spark(usage, top[:PLOTTED])
-    usage.unpersist()
-    groups.unpersist()
+        result.series = partitions.plotted(computed, top)
+    checked.rows.unpersist()
     return result
 
 
@@ -206,48 +202,6 @@ def _summarise_spark(command: Command, frame: DataFrame, result: AnalyzeResult) 
             "recommendations": result.rows,
             "censored": sum(int(r["count"]) for r in rows if r["censored"]),
         }
-
-
-def _series_spark(usage: DataFrame, top: Sequence[Mapping[str, Any]]) -> list[UsageSeries]:
-    """The usage samples of the ``top`` groups over time: one query (a join
-    with the groups), not one scan per group."""
-    from quotaform.kafka.keys import QUOTA_KEYS
-
-    wanted = [r for r in top if r["samples"]]
-    if not wanted:
-        return []
-    spark = usage.sparkSession
-    # Each wanted group's series: its usage metric in place of its quota key.
-    series_of_row = {**{c: c for c in SERIES_COLUMNS}, "metric": "quota_key"}
-    groups = spark.createDataFrame(
-        [
-            (
-                str(i),
-                *(
-                    QUOTA_KEYS[r["quota_key"]].usage_metric
-                    if c == "metric"
-                    else (r[series_of_row[c]] or "")
-                    for c in SERIES_COLUMNS
-                ),
-            )
-            for i, r in enumerate(wanted)
-        ],
-        ", ".join(f"{c} string" for c in ("g", *SERIES_COLUMNS)),
-    )
-    # A (series, time) read twice is one point, its largest value (NaN
-    # points are not plotted): kept once among the wanted series only.
-    points = (
-        usage.where(~F.isnan("value"))
-        .withColumn("ip", F.coalesce(F.col("ip"), F.lit("")))
-        .join(F.broadcast(groups), list(SERIES_COLUMNS))
-        .groupBy("g", "timestamp")
-        .agg(F.max("value").alias("value"))
-        .collect()
-    )
-    series: dict[int, list[tuple[datetime, float]]] = {}
-    for point in points:
-        series.setdefault(int(point["g"]), []).append((point["timestamp"], point["value"]))
-    return series_of(wanted, series)
 
 
 def write_texts(request: AnalyzeRequest, files: Mapping[str, str]) -> dict[str, DataPath]:

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import time
 import warnings
@@ -132,6 +133,12 @@ def _classic_session(
         "spark.ui.showConsoleProgress": "false",
         **runtime,
     }
+    if not _submitted():
+        # The workers' Python (the utilisation's aggregation runs there,
+        # quotaform.analytics.spark.partitions): this interpreter, where
+        # quotaform, numpy and pyarrow are, unless the caller names another.
+        # PySpark reads the variable itself, not spark.pyspark.python.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master is not None:
         options["spark.master"] = master
     elif not _submitted() and "SPARK_MASTER" not in os.environ:
@@ -293,6 +300,15 @@ def _first_line(exc: BaseException) -> str:
         return f"{status.group(1)}: {details.group(1)[:300] if details else ''}".rstrip(": ")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = lines[0] if lines else ""
+    missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
+    if missing:
+        return (
+            f"the Spark workers' Python cannot import {missing.group(1)}: the utilisation is "
+            "aggregated there, so install quotaform[spark] in the executors' Python "
+            "(PYSPARK_PYTHON; over Spark Connect, the server's)"
+        )
+    if "Traceback (most recent call last)" in text:  # a Python worker's: its error, last
+        return f"{type(exc).__name__}: {lines[-1][:300]}"
     return f"{type(exc).__name__}: {first[:300]}".rstrip(": ")
 
 

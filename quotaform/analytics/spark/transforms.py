@@ -11,17 +11,18 @@ decoding and group changes come from
 (:mod:`quotaform.analytics.engine`) answer from the same tables; tests compare
 them row for row.
 
+The utilisation table itself is aggregated per partition by the local
+engine's code (:mod:`quotaform.analytics.spark.partitions`); impact and
+recommend start from it.
+
 Inputs:
 
-* a *quotas* DataFrame (:func:`with_quotas`): each observed group's quota,
-  answered on the driver by the local engine's rule
-  (:mod:`quotaform.analytics.spark.resolve`), for the utilisation;
+* a *utilisation* DataFrame (:data:`~quotaform.analytics.model.UTILISATION_COLUMNS`);
 * a *config* DataFrame (:data:`~quotaform.analytics.spark.schemas.CONFIG_SCHEMA`),
   the configuration after a change, for :func:`impact`:
   one row per (cluster, entity, quota key) with the entity's level on its
   ladder and its named parts (``n_user``, ``n_client``, ``n_ip``; null for a
   default or absent part: the level says which);
-* a *usage* DataFrame (:data:`~quotaform.analytics.spark.schemas.USAGE_SCHEMA`).
 """
 
 from __future__ import annotations
@@ -36,20 +37,14 @@ from pyspark.sql.window import Window
 from quotaform.analytics.model import (
     CENSORED_NOTE,
     CLUSTER_GROUP_COLUMNS,
-    CLUSTER_SUMS,
-    DEFAULT_ALIGN_S,
     DEFAULT_HEADROOM,
     DEFAULT_WINDOW_S,
     GROUP_COLUMNS,
     IMPACT_COLUMNS,
-    ONE_BROKER_FIGURES,
-    PERCENTILES,
-    UTILISATION_COLUMNS,
-    align_micros,
 )
 from quotaform.analytics.spark import columns
 from quotaform.kafka.entity import CLIENT_ID, IP, USER
-from quotaform.kafka.keys import METRICS, QUOTA_KEYS
+from quotaform.kafka.keys import QUOTA_KEYS
 from quotaform.kafka.resolution import (
     CLIENT_LEVELS,
     GROUP_MERGES,
@@ -60,14 +55,8 @@ from quotaform.kafka.resolution import (
 )
 
 __all__ = [
-    "NO_IP",
-    "QUOTA_COLUMNS",
-    "broker_groups",
-    "cluster_usage",
     "impact",
     "recommend",
-    "utilisation_of",
-    "with_quotas",
 ]
 
 _NAME_COLUMNS = {USER: "n_user", CLIENT_ID: "n_client", IP: "n_ip"}
@@ -223,278 +212,6 @@ def _ip_requests(groups: DataFrame) -> DataFrame:
         .withColumn("p_client", _null())
         .withColumn("p_ip", F.col("ip"))
         .withColumn("levels", _ints([lvl.number for lvl in IP_LEVELS]))
-    )
-
-
-#: Stands for "no ip" while the groups are computed: every grouping and join
-#: below is on plain equality of non-null columns, so Spark sees they are all
-#: partitioned as the one shuffle left them (a null-safe join would shuffle).
-NO_IP = "\u0000"
-
-#: The columns of a quotas frame (:func:`with_quotas`) besides the group's.
-QUOTA_COLUMNS = ("quota_value", "level", "entity")
-
-
-def with_quotas(groups: DataFrame, *, quotas: DataFrame) -> DataFrame:
-    """``groups`` with ``quota_value`` (null = unlimited), ``level`` and
-    ``entity`` from ``quotas``: one row per distinct group (``cluster``,
-    ``user``, ``client_id``, ``ip``, ``quota_key``) with its answer, resolved
-    on the driver (:mod:`quotaform.analytics.spark.resolve`). Broadcast: the
-    groups keep the partitioning they came with, and are not shuffled. A
-    group ``quotas`` lacks gets nulls."""
-    a = F.broadcast(
-        quotas.select(*[F.col(k).alias(f"_q_{k}") for k in _CLUSTER_GROUP], *QUOTA_COLUMNS)
-    )
-    on = functools.reduce(
-        lambda x, y: x & y, [F.col(k).eqNullSafe(F.col(f"_q_{k}")) for k in _CLUSTER_GROUP]
-    )
-    kept = [c for c in groups.columns if c not in QUOTA_COLUMNS]
-    return groups.join(a, on, "left").select(*kept, *QUOTA_COLUMNS)
-
-
-# ------------------------------------------------------------------ utilisation
-
-
-def _metric_map(kind: str) -> Column:
-    pairs = [F.lit(x) for m, (key, k) in METRICS.items() if k == kind for x in (m, key)]
-    return F.create_map(*pairs)
-
-
-def _exact_percentile(values: Column, p: float) -> Column:
-    """The exact percentile of a sorted array with linear interpolation at
-    position ``p * (n - 1)``: :func:`quotaform.analytics.model.percentile`,
-    term for term (null for an empty array)."""
-    n = F.size(values)
-    position = (n - 1).cast("double") * F.lit(p)
-    low = F.floor(position).cast("int")
-    high = F.ceil(position).cast("int")
-    a = F.element_at(values, low + 1)
-    b = F.element_at(values, high + 1)
-    return (
-        F.when(n == 0, F.lit(None).cast("double"))
-        .when(low == high, a)
-        .otherwise(a + (b - a) * (position - low))
-    )
-
-
-#: A group over every broker.
-_CLUSTER_GROUP = list(CLUSTER_GROUP_COLUMNS)
-
-
-def _fold_sum(values: Column) -> Column:
-    """The values of an array added from 0.0, left to right
-    (:func:`~quotaform.analytics.model.fold_sum`'s order)."""
-    return F.aggregate(values, F.lit(0.0), lambda acc, x: acc + x)
-
-
-def broker_groups(usage: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> DataFrame:
-    """Per observed (cluster, broker, group, key), usage and throttle-time
-    samples together: the usage figures of :func:`utilisation` before the
-    quota is known, in ONE shuffle of the usage rows.
-
-    The rows are partitioned once by the group over every broker
-    (``cluster``, ``user``, ``client_id``, ``ip``, ``quota_key``); every
-    later grouping adds columns to those, so Spark shuffles nothing else:
-    one row per (series, time) (the largest value kept, NaN only when every
-    value is NaN, as the local engine keeps it), then per aligned bucket of
-    ``align_s`` seconds, then per broker.
-
-    Args:
-        usage: usage rows (:data:`~quotaform.analytics.spark.schemas.USAGE_SCHEMA`),
-            a (series, time) possibly more than once.
-        align_s: the cluster-wide sums' bucket, seconds.
-
-    Returns:
-        One row per group and broker with any sample: the group's columns
-        (``ip`` as :data:`NO_IP` when null), ``v`` (the usage values, NaN
-        left out, ascending), ``has_usage`` (1 when a usage sample was seen,
-        NaN counted), ``t_samples`` and ``t_over`` (throttle-time samples,
-        and those > 0), ``means`` (``(bucket, mean)`` of each bucket with a
-        usage value: the bucket's start in microseconds from the epoch and
-        the broker's mean there, values added in ascending order) and
-        ``repeats`` (rows that repeated a (series, time) already read).
-
-    Raises:
-        ValueError: ``align_s`` is not a positive duration.
-    """
-    align_us = F.lit(align_micros(align_s))
-    usage_key = _metric_map("usage")[F.col("metric")]
-    throttle_key = _metric_map("throttle")[F.col("metric")]
-    is_usage = usage_key.isNotNull()
-    keyed = usage.where(is_usage | throttle_key.isNotNull()).select(
-        "cluster",
-        "broker",
-        "user",
-        "client_id",
-        F.coalesce(F.col("ip"), F.lit(NO_IP)).alias("ip"),
-        F.coalesce(usage_key, throttle_key).alias("quota_key"),
-        is_usage.alias("is_usage"),
-        "timestamp",
-        "value",
-    )
-    nan = F.isnan("value")
-    # The one shuffle: every later grouping is by these columns and more.
-    parted = keyed.repartition(*_CLUSTER_GROUP)
-    # A metric is one (quota key, usage or throttle): the series is the group,
-    # its broker and is_usage.
-    one = parted.groupBy(*_CLUSTER_GROUP, "broker", "is_usage", "timestamp").agg(
-        F.coalesce(F.max(F.when(~nan, F.col("value"))), F.first("value")).alias("value"),
-        (F.count("*") - 1).alias("repeats"),
-    )
-    micros = F.unix_micros(F.col("timestamp"))
-    nan = F.isnan("value")
-    throttle = ~F.col("is_usage")
-    buckets = one.groupBy(
-        *_CLUSTER_GROUP, "broker", (micros - F.pmod(micros, align_us)).alias("bucket")
-    ).agg(
-        # collect_list leaves nulls (throttle samples, NaN) out.
-        F.sort_array(F.collect_list(F.when(F.col("is_usage") & ~nan, F.col("value")))).alias("v"),
-        F.max(F.col("is_usage").cast("int")).alias("has_usage"),
-        F.count(F.when(throttle, 1)).alias("t_samples"),
-        # Spark orders NaN above every number: NaN > 0 must not count.
-        F.count(F.when(throttle & (F.col("value") > 0) & ~nan, 1)).alias("t_over"),
-        F.sum("repeats").alias("repeats"),
-    )
-    n = F.size("v")
-    mean = F.when(n > 0, _fold_sum(F.col("v")) / n)
-    return buckets.groupBy(*_CLUSTER_GROUP, "broker").agg(
-        F.sort_array(F.flatten(F.collect_list("v"))).alias("v"),
-        F.max("has_usage").alias("has_usage"),
-        F.sum("t_samples").alias("t_samples"),
-        F.sum("t_over").alias("t_over"),
-        F.collect_list(F.when(n > 0, F.struct(F.col("bucket"), mean.alias("mean")))).alias("means"),
-        F.sum("repeats").alias("repeats"),
-    )
-
-
-def _cluster_figures(groups: DataFrame) -> DataFrame:
-    """Each group's usage summed across brokers (the rule of
-    :mod:`quotaform.analytics.model`) from :func:`broker_groups`' rows with a
-    usage sample: per bucket the brokers' means added from 0.0 in broker
-    order, the quantiles of those sums; and the brokers with a usage sample
-    of the group (NaN counted). No shuffle: grouped by the group and more.
-
-    Returns:
-        One row per group: ``brokers_observed``, ``cluster_samples``,
-        ``cluster_p50``, ``cluster_p95``, ``cluster_p99``, ``cluster_max``.
-    """
-    cells = groups.select(*_CLUSTER_GROUP, "broker", F.explode_outer("means").alias("m"))
-    by_bucket = cells.groupBy(*_CLUSTER_GROUP, F.col("m.bucket").alias("bucket")).agg(
-        F.array_sort(
-            F.collect_list(F.when(F.col("m").isNotNull(), F.struct("broker", F.col("m.mean"))))
-        ).alias("s"),
-        F.collect_list("broker").alias("brokers"),
-    )
-    sums = by_bucket.select(
-        *_CLUSTER_GROUP,
-        "brokers",
-        F.when(F.size("s") > 0, _fold_sum(F.transform("s", lambda x: x["mean"]))).alias("total"),
-    )
-    return (
-        sums.groupBy(*_CLUSTER_GROUP)
-        .agg(
-            F.sort_array(F.collect_list("total")).alias("c"),  # nulls (NaN only) left out
-            F.size(F.array_distinct(F.flatten(F.collect_list("brokers"))))
-            .cast("int")
-            .alias("brokers_observed"),
-        )
-        .select(
-            *_CLUSTER_GROUP,
-            "brokers_observed",
-            F.size("c").cast("long").alias("cluster_samples"),
-            *[
-                _exact_percentile(F.col("c"), p).alias(n)
-                for p, n in zip(
-                    PERCENTILES, ("cluster_p50", "cluster_p95", "cluster_p99"), strict=True
-                )
-            ],
-            F.element_at("c", -1).alias("cluster_max"),
-        )
-    )
-
-
-def cluster_usage(samples: DataFrame, *, align_s: float = DEFAULT_ALIGN_S) -> DataFrame:
-    """Each group's usage summed across brokers (the rule of
-    :mod:`quotaform.analytics.model`): samples aligned on buckets of
-    ``align_s`` seconds from the epoch, each broker's samples of a bucket
-    averaged (NaN left out), the averages summed, and the quantiles of those
-    sums; and the brokers with a usage sample of the group (NaN counted).
-
-    Args:
-        samples: usage rows (``cluster``, ``broker``, ``timestamp``,
-            ``metric``, ``user``, ``client_id``, ``ip``, ``value``).
-
-    Returns:
-        One row per group (``cluster``, ``user``, ``client_id``, ``ip``,
-        ``quota_key``): ``brokers_observed``, ``cluster_samples``,
-        ``cluster_p50``, ``cluster_p95``, ``cluster_p99``, ``cluster_max``.
-
-    Raises:
-        ValueError: ``align_s`` is not a positive duration.
-    """
-    groups = broker_groups(samples, align_s=align_s).where(F.col("has_usage") == 1)
-    return _cluster_figures(groups).withColumn("ip", _real_ip(F.col("ip")))
-
-
-def _real_ip(ip: Column) -> Column:
-    return F.when(ip != NO_IP, ip)
-
-
-def _cluster_figure(name: str) -> Column:
-    """A cluster-wide figure of the joined ``r`` (per broker) and ``c``
-    (summed) rows: a group seen on one broker has its per-broker figures
-    (:data:`~quotaform.analytics.model.ONE_BROKER_FIGURES`)."""
-    same = ONE_BROKER_FIGURES.get(name)
-    if same is None:
-        return F.col(f"c.{name}")
-    single = F.col("c.brokers_observed") == 1
-    return F.when(single, F.col(f"r.{same}")).otherwise(F.col(f"c.{name}")).alias(name)
-
-
-def utilisation_of(groups: DataFrame, *, quotas: DataFrame) -> DataFrame:
-    """Per observed (cluster, broker, group, key): the quota (``quotas``,
-    :func:`with_quotas`), exact usage quantiles p50/p95/p99 (NaN samples
-    left out), max, ``utilisation_p99``, and from the group's
-    ``throttle-time`` the share of samples > 0 and ``censored``; next to
-    them the group's cluster-wide figures over every broker
-    (``brokers_observed``, the sums' quantiles, ``cluster_ceiling``). A
-    (series, time) read twice counts once. The columns of
-    :data:`~quotaform.analytics.model.UTILISATION_COLUMNS`, from
-    :func:`broker_groups`' rows (cache them to read their ``repeats`` and
-    look-ups first: nothing is computed twice)."""
-    used = groups.where(F.col("has_usage") == 1)
-    per_broker = used.select(
-        *GROUP_COLUMNS,
-        F.size("v").cast("long").alias("samples"),
-        *[
-            _exact_percentile(F.col("v"), p).alias(n)
-            for p, n in zip(PERCENTILES, ("p50", "p95", "p99"), strict=True)
-        ],
-        F.element_at("v", -1).alias("max"),
-        F.when(F.col("t_samples") > 0, F.col("t_samples")).alias("t_samples"),
-        F.col("t_over"),
-    )
-    # The quotas broadcast to the per-broker rows; the sums per group over
-    # every broker beside them. Both stay partitioned by the group: the
-    # join shuffles neither.
-    with_quota = with_quotas(per_broker, quotas=quotas)
-    r, c = with_quota.alias("r"), _cluster_figures(used).alias("c")
-    joined = r.join(c, [F.col(f"r.{k}") == F.col(f"c.{k}") for k in _CLUSTER_GROUP]).select(
-        "r.*", *[_cluster_figure(n) for n in CLUSTER_SUMS]
-    )
-    ceiling = F.col("quota_value") * columns.enforcing_nodes(
-        F.col("quota_key"), F.col("brokers_observed")
-    )
-    computed = {
-        "ip": _real_ip(F.col("ip")),
-        "utilisation_p99": F.col("p99") / F.col("quota_value"),
-        "throttled_share": F.col("t_over") / F.col("t_samples"),
-        "censored": F.coalesce(F.col("t_over"), F.lit(0)) > 0,
-        "cluster_ceiling": ceiling,
-        "cluster_utilisation_p99": F.col("cluster_p99") / ceiling,
-    }
-    return joined.select(
-        *[computed[c].alias(c) if c in computed else F.col(c) for c in UTILISATION_COLUMNS]
     )
 
 
