@@ -42,7 +42,7 @@ from quotaform.analytics.results import (
     group_label,
 )
 from quotaform.analytics.sources.live import fetch_answers
-from quotaform.analytics.sources.registry import usage_files
+from quotaform.analytics.sources.registry import parquet_bytes, usage_files
 from quotaform.errors import AnalyticsError
 
 __all__ = [
@@ -72,10 +72,6 @@ log = logging.getLogger(__name__)
 #: million rows (0.96 GiB at 10M), so from 1 GiB of Parquet (about 100M rows,
 #: some 7 GiB of memory) a Spark cluster (``--master``) is the safer choice.
 AUTO_SPARK_BYTES = 1024 * 1024 * 1024
-#: Text formats (CSV, JSON Lines, Prometheus, JmxTool) hold fewer rows per byte
-#: than Parquet: 7.4x (CSV) and 14.6x (JSON Lines) the bytes for the same
-#: 100,000 benchmark rows; 8 is used, so text input stays on Python a bit longer.
-TEXT_BYTES_PER_PARQUET_BYTE = 8
 
 
 def choose_engine(request: AnalyzeRequest) -> Engine:
@@ -105,8 +101,9 @@ def choose_engine(request: AnalyzeRequest) -> Engine:
         return Engine.spark
     if not request.usage:
         return Engine.python  # a live read only: small, parsed on the driver
+    # Text input counts as its Parquet equivalent: it stays on Python a bit longer.
     size = sum(
-        p.stat().st_size / (1 if p.suffix == ".parquet" else TEXT_BYTES_PER_PARQUET_BYTE)
+        parquet_bytes(p.name, p.stat().st_size)
         for p in usage_files([Path(p) for p in request.usage], limits=request.read.limits)
     )
     return Engine.spark if size >= AUTO_SPARK_BYTES else Engine.python

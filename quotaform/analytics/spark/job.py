@@ -34,6 +34,7 @@ from quotaform.analytics.sources.registry import (
     AUTO,
     SUFFIXES,
     detect,
+    parquet_bytes,
     source_named,
     usage_inputs,
 )
@@ -166,8 +167,8 @@ def _usage_inputs(
     fmt: str,
     skipped: Rejections,
     limits: Limits,
-) -> list[tuple[DataPath, Source, bool]]:
-    """Each usage file as (where, source, local?): local paths listed and
+) -> list[tuple[DataPath, Source, bool, int]]:
+    """Each usage file as (where, source, local?, bytes): local paths listed and
     detected by :func:`~quotaform.analytics.sources.registry.usage_inputs`,
     URIs listed by Spark (``binaryFile``, content not read) and detected by
     the same :func:`~quotaform.analytics.sources.registry.detect`, their
@@ -176,14 +177,15 @@ def _usage_inputs(
     Raises:
         AnalyticsError: as ``usage_inputs``, for URIs too.
     """
-    found: list[tuple[DataPath, Source, bool]] = []
+    found: list[tuple[DataPath, Source, bool, int]] = []
     forced = None if fmt == AUTO else source_named(fmt)
     for given in paths:
         if isinstance(given, Path):
             for path, source in usage_inputs([given], skipped, fmt=fmt, limits=limits):
-                found.append((path, source, True))
+                found.append((path, source, True, path.stat().st_size))
             continue
-        listed = _listed(spark, given)
+        sizes = _listed(spark, given)
+        listed = list(sizes)
         for uri in listed:
             found_source = forced or detect(name_of(uri), functools.partial(_head, spark, uri))
             if found_source is None:
@@ -195,7 +197,7 @@ def _usage_inputs(
                     f"{uri}: neither a Prometheus query_range answer nor JSON Lines"
                 ] += 1
                 continue
-            found.append((uri, found_source, False))
+            found.append((uri, found_source, False, sizes[uri]))
     if not found:
         raise AnalyticsError(
             f"{', '.join(map(str, paths))}: no usage files (*.parquet, *.csv, *.jsonl, *.json)"
@@ -203,9 +205,10 @@ def _usage_inputs(
     return found
 
 
-def _listed(spark: SparkSession, uri: str) -> list[str]:
+def _listed(spark: SparkSession, uri: str) -> dict[str, int]:
     """The data files at ``uri`` (a file, or a directory searched
-    recursively; names starting with ``.`` or ``_`` left out, as Spark does).
+    recursively; names starting with ``.`` or ``_`` left out, as Spark does),
+    in name order, with their sizes (bytes).
 
     Raises:
         AnalyticsError: nothing there, or no data file in it.
@@ -215,16 +218,16 @@ def _listed(spark: SparkSession, uri: str) -> list[str]:
             spark.read.format("binaryFile")
             .option("recursiveFileLookup", "true")
             .load(uri)
-            .select("path")
+            .select("path", "length")
             .collect()
         )
     except Exception as exc:  # Spark's AnalysisException (PATH_NOT_FOUND) and kin
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise AnalyticsError(f"{uri}: cannot be listed by Spark ({first})") from None
-    files = sorted(str(r["path"]) for r in rows if str(r["path"]).endswith(SUFFIXES))
+    files = {str(r["path"]): int(r["length"]) for r in rows if str(r["path"]).endswith(SUFFIXES)}
     if not files:
         raise AnalyticsError(f"{uri}: no usage files (*.parquet, *.csv, *.jsonl, *.json)")
-    return files
+    return dict(sorted(files.items()))
 
 
 def _head(spark: SparkSession, uri: str) -> bytes:
@@ -452,14 +455,16 @@ class _Inputs:
     the staged layout: usage columns plus location), ``bad`` (rows a generic
     source rejected while reading, with ``_reason``), ``shown`` (each file's
     key to the name a rejected row is reported under), ``located`` (the
-    generic files' row blocks, for row numbers) and ``text`` (some input is
-    text, parsed once and worth caching)."""
+    generic files' row blocks, for row numbers), ``text`` (some input is
+    text, parsed once and worth caching) and ``parquet_bytes`` (the inputs'
+    size as Parquet holding as many rows: what sizes the partitions)."""
 
     frames: list[DataFrame]
     bad: list[DataFrame]
     shown: dict[str, str]
     located: list[DataFrame]
     text: bool
+    parquet_bytes: float
 
 
 def _input_frames(
@@ -476,8 +481,12 @@ def _input_frames(
     shown: dict[str, str] = {}
     in_place: list[str] = []
     parsed: list[pa.RecordBatch] = []
-    for where, source, local in _usage_inputs(spark, paths, fmt, rejected, options.limits):
+    size = 0.0
+    for where, source, local, length in _usage_inputs(
+        spark, paths, fmt, rejected, options.limits
+    ):
         rejected.read_file(where, source.name)
+        size += parquet_bytes(name_of(where), length)
         if source.spark is not None:
             key, name = _shown(where)
             shown[key] = name
@@ -504,6 +513,7 @@ def _input_frames(
         shown=shown,
         located=list(generic.located) if generic else [],
         text=bool(parsed) or any(not w.endswith(".parquet") for w in in_place),
+        parquet_bytes=size,
     )
 
 

@@ -25,6 +25,7 @@ a local session's workers run the driver's (:mod:`quotaform.analytics.spark.sess
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,7 +59,27 @@ from quotaform.analytics.spark.schemas import UTILISATION_SCHEMA
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.resolution import QuotaIndex
 
-__all__ = ["Counts", "counts_of", "plotted", "table_of", "utilisation"]
+__all__ = [
+    "PARQUET_BYTES_PER_PARTITION",
+    "Counts",
+    "counts_of",
+    "partitions_for",
+    "plotted",
+    "table_of",
+    "utilisation",
+]
+
+#: Usage input per partition of the shuffle, as Parquet bytes (text counts
+#: as its Parquet equivalent): about 1.5M generated usage rows, whose coded
+#: arrays and sorts take a few hundred MiB in one Python worker.
+PARQUET_BYTES_PER_PARTITION = 16 * 1024 * 1024
+
+
+def partitions_for(parquet_bytes: float, at_least: int) -> int:
+    """The shuffle's partitions for this much usage input (bytes as Parquet):
+    one per :data:`PARQUET_BYTES_PER_PARTITION`, and ``at_least`` (the
+    session's ``spark.sql.shuffle.partitions``)."""
+    return max(at_least, math.ceil(parquet_bytes / PARQUET_BYTES_PER_PARTITION))
 
 #: The columns of the rows each partition adds besides its table rows: a
 #: count (``_count``) of its checked rows of one kind (``_kind``, null:
@@ -108,6 +129,7 @@ def utilisation(
     *,
     configs: Mapping[str, QuotaIndex],
     align_s: float = DEFAULT_ALIGN_S,
+    partitions: int | None = None,
 ) -> DataFrame:
     """The utilisation table of the usable rows of ``checked`` in the time
     range, and the counts of its rows, in one pass over them.
@@ -127,6 +149,9 @@ def utilisation(
             (USAGE_SCHEMA: every row counted usable and in range).
         configs: cluster -> its quota configuration (pickled to the workers).
         align_s: the cluster-wide sums' bucket, seconds.
+        partitions: the shuffle's partitions (:func:`partitions_for`); by
+            default the session's ``spark.sql.shuffle.partitions``, which
+            adaptive execution may coalesce.
 
     Raises:
         ValueError: ``align_s`` is not a positive duration (when computed:
@@ -136,9 +161,11 @@ def utilisation(
         checked = checked.withColumn("_kind", F.lit(None).cast("string"))
         checked = checked.withColumn("_in_range", F.lit(True))
     keys = [F.col(c) for c in CLUSTER_GROUP_COLUMNS if c not in ("ip", "quota_key")]
-    # The one shuffle, by the group over every broker: no partition count
-    # given, so adaptive execution sizes the partitions by their bytes.
-    parted = checked.repartition(*keys, F.coalesce(F.col("ip"), F.lit("")), _quota_key())
+    # The one shuffle, by the group over every broker.
+    by_group = [*keys, F.coalesce(F.col("ip"), F.lit("")), _quota_key()]
+    parted = (
+        checked.repartition(partitions, *by_group) if partitions else checked.repartition(*by_group)
+    )
     work = functools.partial(_partition, configs=dict(configs), align_s=align_s)
     return parted.mapInArrow(work, _OUT_SCHEMA)
 

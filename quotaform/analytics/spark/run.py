@@ -76,10 +76,12 @@ def run_spark(
         # partition counted and aggregated by the local engine's code
         # (partitions.py); checkpointed, so the counts are read now and the
         # table written (and read by impact and recommend) next.
+        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
         computed = partitions.utilisation(
             checked.kinds(),
             configs={c: q.index for c, q in configs.items()},
             align_s=request.align,
+            partitions=partitions.partitions_for(checked.inputs.parquet_bytes, shuffle),
         ).localCheckpoint()
         counts = partitions.counts_of(computed)
         usage_rows = job.count_kinds(counts.kinds, rejected)
