@@ -7,6 +7,7 @@ through the Python engine."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import groupby
 from typing import Any
 
@@ -29,6 +30,22 @@ from ..conformance.units_cases import ThrottleCase, load_units_throttle_cases
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 CASES = load_units_throttle_cases()
+
+
+@pytest.fixture(autouse=True)
+def interpreted(spark: SparkSession) -> Iterator[None]:
+    """The formulas evaluated by Spark's interpreted expressions in this
+    module (the same semantics as generated code, which Spark's own tests
+    hold): each case is a row or two, and compiling the impact formulas'
+    generated code took about 1 s a case here. Every analysis the CLI and
+    the engine tests run still goes through generated code."""
+    spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+    spark.conf.set("spark.sql.codegen.wholeStage", "false")
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.sql.codegen.factoryMode")
+        spark.conf.unset("spark.sql.codegen.wholeStage")
 
 
 def _is_ip(key: str) -> bool:
@@ -155,22 +172,27 @@ def test_throttle_cases_through_impact(spark: SparkSession) -> None:
 
 
 def test_steady_cases_as_columns(spark: SparkSession) -> None:
-    for window_s, cases in groupby(
-        sorted(CASES.steady, key=lambda c: c.window_s), key=lambda c: c.window_s
-    ):
-        batch = list(cases)
-        for case in batch:  # request_size reads `given` per key: one case at a time
-            frame = spark.createDataFrame(
-                [(case.key, case.observed, case.quota, case.typical)],
-                "key string, observed double, quota double, typical double",
-            )
-            key, observed, quota = F.col("key"), F.col("observed"), F.col("quota")
-            typical = None if case.typical is None else F.col("typical")
-            given = {case.key: case.request_bytes} if case.request_bytes is not None else {}
-            size, source = columns.request_size(key, quota, given=given, window_s=window_s)
-            (row,) = frame.select(
-                size.alias("size"),
-                source.alias("source"),
+    # request_size reads `given` per key: one case at a time.
+    selects = []
+    for number, case in enumerate(CASES.steady):
+        frame = spark.createDataFrame(
+            [(number, case.key, case.observed, case.quota, case.typical)],
+            "case int, key string, observed double, quota double, typical double",
+        )
+        key, observed, quota = F.col("key"), F.col("observed"), F.col("quota")
+        typical = None if case.typical is None else F.col("typical")
+        given = {case.key: case.request_bytes} if case.request_bytes is not None else {}
+        window_s = case.window_s
+        size, source = columns.request_size(key, quota, given=given, window_s=window_s)
+        # The size once, as a column: the figures below read it (each would
+        # otherwise carry the whole size expression again).
+        sized = frame.select("*", size.alias("size"), source.alias("source"))
+        size = F.col("size")
+        selects.append(
+            sized.select(
+                "case",
+                "size",
+                "source",
                 columns.throughput_after(
                     key, observed, quota, size, window_s=window_s, typical=typical
                 ).alias("throughput"),
@@ -181,14 +203,19 @@ def test_steady_cases_as_columns(spark: SparkSession) -> None:
                 columns.first_throttle_ms(key, observed, quota, size, window_s=window_s).alias(
                     "first"
                 ),
-            ).collect()
-            assert (row["size"], row["source"], row["throughput"]) == (
-                case.size,
-                case.source,
-                case.throughput,
-            ), case.name
-            assert (row["steady"], row["first"]) == (case.throttle_ms, case.first_ms), case.name
-            assert row["cut"] == demand_cut(case.observed, case.quota), case.name
+            )
+        )
+    rows = {r["case"]: r for select in selects for r in select.collect()}
+    assert sorted(rows) == list(range(len(CASES.steady)))
+    for number, case in enumerate(CASES.steady):
+        row = rows[number]
+        assert (row["size"], row["source"], row["throughput"]) == (
+            case.size,
+            case.source,
+            case.throughput,
+        ), case.name
+        assert (row["steady"], row["first"]) == (case.throttle_ms, case.first_ms), case.name
+        assert row["cut"] == demand_cut(case.observed, case.quota), case.name
 
 
 def test_share_over_as_a_column(spark: SparkSession) -> None:
