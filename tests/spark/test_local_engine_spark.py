@@ -174,3 +174,32 @@ def test_spark_sums_a_group_across_brokers_as_the_python_engine_to_the_bit(
     assert adm == [(2, 2.0, 3.0 + 0.25)] * 2  # buckets: 1.0 + 0.5, 3.0 + 0.25
     one = [r for r in want if r["brokers_observed"] == 1]
     assert one and all(r["cluster_ceiling"] == r["quota_value"] for r in one)
+
+
+def test_the_spark_table_and_counts_do_not_depend_on_the_partitions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # One partition holding every group, and more partitions than groups of
+    # some clusters (empty partitions, partitions of rejected rows only):
+    # the same table as the local engine's, the same counts by kind.
+    before, _after, rows = generated(2)
+    path = _parquet(rows, tmp_path / "usage.parquet")
+    usage, rejected = read_coded_usage([path], clusters=["c"])
+    local = aggregate.utilisation(usage, {"c": QuotaIndex(before)}).table
+    want = spark.createDataFrame(
+        [tuple(r[c] for c in UTILISATION_COLUMNS) for r in local.to_pylist()], UTILISATION_SCHEMA
+    )
+    checked = job.read_checked(spark, [path], known=["c"])
+    assert partitions.partitions_for(checked.inputs.parquet_bytes, 1) == 1
+    for count in (1, 64):
+        done = partitions.utilisation(
+            checked.kinds(), configs={"c": QuotaIndex(before)}, partitions=count
+        ).localCheckpoint()
+        assert done.rdd.getNumPartitions() == count
+        assertDataFrameEqual(partitions.table_of(done), want, rtol=1e-9)
+        counts = partitions.counts_of(done)
+        by_kind: dict[str, int] = {}
+        for kind, _in_range, n in counts.kinds:
+            by_kind[kind or "usable"] = by_kind.get(kind or "usable", 0) + n
+        assert by_kind == {"usable": usage.rows + rejected.duplicates, **rejected.by_reason}
+        assert counts.repeats == rejected.duplicates
