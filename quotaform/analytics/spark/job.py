@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -50,6 +50,7 @@ from quotaform.kafka.metrics import ISO_TIMESTAMP
 
 __all__ = [
     "CheckedRows",
+    "ReadArgs",
     "checked",
     "config_frame",
     "count_kinds",
@@ -310,16 +311,25 @@ def _shown(where: DataPath) -> tuple[str, str]:
     return file_key(where), name
 
 
+class ReadArgs(TypedDict, total=False):
+    """What :func:`read_checked` and :func:`read_usage_counted` read: ``fmt``
+    (a source's name, or ``auto``), ``options``, ``known`` (the configured
+    clusters; rows of others are refused), ``since`` and ``until`` (the
+    time range; ``None``: open)."""
+
+    fmt: str
+    options: ReadOptions | None
+    known: Sequence[str] | None
+    since: datetime | None
+    until: datetime | None
+
+
 def read_usage_counted(
     spark: SparkSession,
     paths: Sequence[DataPath],
     *,
-    fmt: str = AUTO,
-    options: ReadOptions | None = None,
-    known: Sequence[str] | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
     one_of_each: bool = True,
+    **read: Unpack[ReadArgs],
 ) -> tuple[DataFrame, Rejections, int]:
     """The usable usage rows with ``since <= timestamp < until`` as a
     DataFrame (USAGE_SCHEMA), what was rejected, and how many rows are usable
@@ -350,14 +360,11 @@ def read_usage_counted(
         AnalyticsError: a path that does not exist or holds no usage file, a
             generic file without the usage columns.
     """
-    checked_rows = read_checked(
-        spark, paths, fmt=fmt, options=options, known=known, since=since, until=until
-    )
+    checked_rows = read_checked(spark, paths, **read)
     rejected = checked_rows.rejected
     if checked_rows.rows is None:
         return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
-    rows = checked_rows.rows
-    usable = _count_checked(rows, since, until, rejected)
+    usable = _count_checked(checked_rows.rows, rejected)
     checked_rows.name_rejected(rejected)
     usage = checked_rows.usable()
     if not one_of_each:
@@ -536,9 +543,7 @@ def _window(since: datetime | None, until: datetime | None) -> Column:
     return window
 
 
-def _count_checked(
-    rows: DataFrame, since: datetime | None, until: datetime | None, rejected: Rejections
-) -> int:
+def _count_checked(rows: DataFrame, rejected: Rejections) -> int:
     """Count the checked ``rows`` by reason in one pass (one Spark job) into
     ``rejected``, with the usable rows outside ``[since, until)``. Returns
     the usable rows in the time range."""
