@@ -49,6 +49,8 @@ from quotaform.kafka.keys import METRICS, QUOTA_KEYS
 from quotaform.kafka.metrics import ISO_TIMESTAMP
 
 __all__ = [
+    "IN_RANGE",
+    "KIND",
     "CheckedRows",
     "ReadArgs",
     "checked",
@@ -364,7 +366,7 @@ def read_usage_counted(
     rejected = checked_rows.rejected
     if checked_rows.rows is None:
         return spark.createDataFrame([], USAGE_SCHEMA), rejected, 0
-    usable = _count_checked(checked_rows.rows, rejected)
+    usable = _count_checked(checked_rows, rejected)
     checked_rows.name_rejected(rejected)
     usage = checked_rows.usable()
     if not one_of_each:
@@ -378,6 +380,11 @@ def read_usage_counted(
 KIND = "_kind"
 #: Whether a checked row is in the time range.
 IN_RANGE = "_in_range"
+
+
+def _kind_of(reason: str) -> Column:
+    """A refusal's kind: the ``reason`` column up to its colon (null: usable)."""
+    return F.split(reason, ":")[0]
 
 
 @dataclass(frozen=True)
@@ -407,9 +414,7 @@ class CheckedRows:
         """USAGE_SCHEMA plus :data:`KIND` and :data:`IN_RANGE`: the rows to
         count and aggregate in one pass."""
         assert self.rows is not None
-        return self.rows.select(
-            *USAGE_COLUMNS, F.split("_reason", ":")[0].alias(KIND), F.col(IN_RANGE)
-        )
+        return self.rows.select(*USAGE_COLUMNS, _kind_of("_reason").alias(KIND), IN_RANGE)
 
     def name_rejected(self, rejected: Rejections) -> None:
         """After the checked rows are counted into ``rejected``: count the
@@ -543,16 +548,12 @@ def _window(since: datetime | None, until: datetime | None) -> Column:
     return window
 
 
-def _count_checked(rows: DataFrame, rejected: Rejections) -> int:
-    """Count the checked ``rows`` by reason in one pass (one Spark job) into
+def _count_checked(checked_rows: CheckedRows, rejected: Rejections) -> int:
+    """Count the checked rows by kind in one pass (one Spark job) into
     ``rejected``, with the usable rows outside ``[since, until)``. Returns
     the usable rows in the time range."""
-    counts = (
-        rows.groupBy(F.split("_reason", ":")[0].alias("kind"), F.col(IN_RANGE).alias("in_range"))
-        .count()
-        .collect()
-    )
-    kinds = [(r["kind"], bool(r["in_range"]), int(r["count"])) for r in counts]
+    counts = checked_rows.kinds().groupBy(KIND, IN_RANGE).count().collect()
+    kinds = [(r[KIND], bool(r[IN_RANGE]), int(r["count"])) for r in counts]
     return count_kinds(kinds, rejected)
 
 
@@ -580,7 +581,7 @@ def _name_rejected(inputs: _Inputs, known: Sequence[str] | None, rejected: Rejec
     if rejected.count and inputs.frames:
         failed.insert(0, _checked_union(inputs.frames, known).where(F.col("_reason").isNotNull()))
     for extra in inputs.bad:
-        for row in extra.groupBy(F.split("_reason", ":")[0].alias("kind")).count().collect():
+        for row in extra.groupBy(_kind_of("_reason").alias("kind")).count().collect():
             rejected.count += int(row["count"])
             rejected.by_reason[str(row["kind"])] += int(row["count"])
     if not failed:

@@ -55,6 +55,7 @@ from quotaform.analytics.model import (
     UTILISATION_COLUMNS,
 )
 from quotaform.analytics.results import MAX_POINTS, PLOTTED, UsageSeries, series_of
+from quotaform.analytics.spark.job import IN_RANGE, KIND
 from quotaform.analytics.spark.schemas import UTILISATION_SCHEMA
 from quotaform.kafka.keys import METRICS
 from quotaform.kafka.resolution import QuotaIndex
@@ -81,14 +82,15 @@ def partitions_for(parquet_bytes: float, at_least: int) -> int:
     session's ``spark.sql.shuffle.partitions``)."""
     return max(at_least, math.ceil(parquet_bytes / PARQUET_BYTES_PER_PARTITION))
 
+
 #: The columns of the rows each partition adds besides its table rows: a
 #: count (``_count``) of its checked rows of one kind (``_kind``, null:
 #: usable) in or out of the time range (``_in_range``), or (``_repeats``)
 #: how many of its usable rows repeated a (series, time). Null on the table's
 #: rows.
 _COUNTED = (
-    ("_kind", StringType(), pa.string()),
-    ("_in_range", BooleanType(), pa.bool_()),
+    (KIND, StringType(), pa.string()),
+    (IN_RANGE, BooleanType(), pa.bool_()),
     ("_count", LongType(), pa.int64()),
     ("_repeats", LongType(), pa.int64()),
 )
@@ -157,9 +159,9 @@ def utilisation(
         ValueError: ``align_s`` is not a positive duration (when computed:
             the workers raise it).
     """
-    if "_kind" not in checked.columns:  # usable rows only (tests, the benchmarks)
-        checked = checked.withColumn("_kind", F.lit(None).cast("string"))
-        checked = checked.withColumn("_in_range", F.lit(True))
+    if KIND not in checked.columns:  # usable rows only (the engine tests' frames)
+        checked = checked.withColumn(KIND, F.lit(None).cast("string"))
+        checked = checked.withColumn(IN_RANGE, F.lit(True))
     keys = [F.col(c) for c in CLUSTER_GROUP_COLUMNS if c not in ("ip", "quota_key")]
     # The one shuffle, by the group over every broker.
     by_group = [*keys, F.coalesce(F.col("ip"), F.lit("")), _quota_key()]
@@ -191,11 +193,11 @@ def counts_of(frame: DataFrame) -> Counts:
     small Spark job)."""
     rows = (
         frame.where(F.col("_count").isNotNull() | F.col("_repeats").isNotNull())
-        .groupBy("_kind", "_in_range")
+        .groupBy(KIND, IN_RANGE)
         .agg(F.sum("_count").alias("count"), F.sum("_repeats").alias("repeats"))
         .collect()
     )
-    kinds = [(r["_kind"], bool(r["_in_range"]), int(r["count"])) for r in rows if r["count"]]
+    kinds = [(r[KIND], bool(r[IN_RANGE]), int(r["count"])) for r in rows if r["count"]]
     return Counts(kinds=kinds, repeats=sum(int(r["repeats"] or 0) for r in rows))
 
 
@@ -208,19 +210,19 @@ def _partition(
     if not given:
         return
     table = pa.Table.from_batches(given)
-    counted = table.group_by(["_kind", "_in_range"]).aggregate([([], "count_all")])
+    counted = table.group_by([KIND, IN_RANGE]).aggregate([([], "count_all")])
     yield pa.RecordBatch.from_pylist(
         [
-            {"_kind": kind, "_in_range": in_range, "_count": count}
+            {KIND: kind, IN_RANGE: in_range, "_count": count}
             for kind, in_range, count in zip(
-                *(counted.column(c).to_pylist() for c in ("_kind", "_in_range", "count_all")),
+                *(counted.column(c).to_pylist() for c in (KIND, IN_RANGE, "count_all")),
                 strict=True,
             )
         ],
         schema=_OUT_ARROW,
     )
-    usable = pc.and_(pc.is_null(table.column("_kind")), table.column("_in_range"))
-    rows = table.filter(usable).drop_columns(["_kind", "_in_range"])
+    usable = pc.and_(pc.is_null(table.column(KIND)), table.column(IN_RANGE))
+    rows = table.filter(usable).drop_columns([KIND, IN_RANGE])
     if not rows.num_rows:
         return
     usage, repeats = code_checked(rows.combine_chunks().to_batches(), configs)

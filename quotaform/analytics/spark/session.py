@@ -44,8 +44,7 @@ def spark_session(
 ) -> SparkSession:
     """A SparkSession: a Spark Connect client of ``remote`` (``sc://HOST:PORT``),
     or a classic session on ``master`` (default ``local[*]``, or what
-    ``spark-submit`` set); UTC session time zone, few shuffle partitions,
-    sort-based object aggregation, no UI.
+    ``spark-submit`` set); UTC session time zone, few shuffle partitions, no UI.
 
     The caller's ``MASTER`` and ``SPARK_REMOTE`` variables are not used
     (PySpark would read them itself): ``master`` and ``remote`` decide. Without
@@ -78,13 +77,6 @@ def spark_session(
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.ansi.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
-        # Sort-based aggregation for collect_list and the other object
-        # aggregates: the object hash aggregation holds 128 keys a task
-        # before it falls back to sorting anyway, and at 10M usage rows on
-        # local[2] its fallback spilled 8 GB; sorting from the start took
-        # the analysis from 110 s to 89 s, the same rows
-        # (benchmarks/README.md).
-        "spark.sql.execution.useObjectHashAggregateExec": "false",
     }
     with _without_spark_variables():
         if remote is not None:
