@@ -75,6 +75,43 @@ def promtool() -> Path:
     pytest.fail(failure, pytrace=False)
 
 
+def test_promtool_is_built_without_the_kubernetes_client(promtool: Path) -> None:
+    """promtool is built from a copy of ``cmd/promtool`` without its one
+    ``discovery/kubernetes`` import (quotaform/sandbox/promtool_build.py):
+    none of Kubernetes' typed client is linked, the rule tester is, and the
+    build stamp says what differs from upstream's."""
+    binary = promtool.read_bytes()
+    assert b"k8s.io/client-go/kubernetes" not in binary
+    assert b"github.com/prometheus/prometheus/promql/promqltest" in binary
+    stamp = promtool.with_name("promtool.build").read_text(encoding="utf-8")
+    assert stamp.endswith("promtool: cmd/promtool without its kubernetes_sd_configs TLS check\n")
+    version = subprocess.run(
+        [str(promtool), "--version"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "promtool, version 0.316.0" in version.stdout
+
+
+def test_the_promtool_copy_drops_the_import_and_its_case_only(tmp_path: Path) -> None:
+    from quotaform.sandbox.promtool_build import without_kubernetes
+
+    head = 'import (\n\t"github.com/prometheus/prometheus/discovery/file"\n'
+    k8s_import = '\t"github.com/prometheus/prometheus/discovery/kubernetes"\n'
+    k8s_case = (
+        "\t\t\tcase *kubernetes.SDConfig:\n"
+        "\t\t\t\tif err := checkTLSConfig(c.HTTPClientConfig.TLSConfig, checkSyntaxOnly);"
+        " err != nil {\n"
+        "\t\t\t\t\treturn nil, nil, err\n"
+        "\t\t\t\t}\n"
+    )
+    file_case = "\t\t\tcase *file.SDConfig:\n"
+    main = head + k8s_import + ")\n" + k8s_case + file_case
+    assert without_kubernetes(main, tmp_path / "main.go") == head + ")\n" + file_case
+    with pytest.raises(SandboxError, match=r"main\.go does not import discovery/kubernetes"):
+        without_kubernetes(head + ")\n" + file_case, tmp_path / "main.go")
+    with pytest.raises(SandboxError):
+        without_kubernetes(main + k8s_case, tmp_path / "main.go")
+
+
 def run_promtool(promtool: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(promtool), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
