@@ -173,7 +173,7 @@ def ensure_prometheus_tools(
     timeout_s: float = _BUILD_TIMEOUT_S,
 ) -> dict[str, Path]:
     """Return the cached binaries ``names`` (keys of :data:`PROMETHEUS_TOOLS`),
-    building the missing ones with one ``go install``.
+    building the missing ones (``go install``, then promtool from its copy).
 
     The build writes into a temporary ``GOBIN`` inside the cache folder; each
     binary is renamed into place only when ``go`` succeeded, so a killed build
@@ -185,7 +185,7 @@ def ensure_prometheus_tools(
         names: the binaries wanted (``prometheus``, ``promtool``).
         on_progress: called with one human-readable line per step.
         cache_dir: cache root; ``None`` means :func:`cache_root`.
-        timeout_s: seconds the build may take (about 3 minutes from an empty
+        timeout_s: seconds the build may take (about 2 minutes from an empty
             module cache on 2 cores; seconds with a warm one).
 
     Returns:
@@ -220,7 +220,7 @@ def ensure_prometheus_tools(
             _progress(
                 on_progress,
                 f"Building Prometheus {PROMETHEUS_VERSION} ({', '.join(missing)}) with go "
-                "install (once; a few minutes) ...",
+                "(once; about 2 minutes) ...",
             )
             started = time.monotonic()
             stamps = _build(go, gobin, missing, timeout_s)
