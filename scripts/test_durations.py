@@ -9,9 +9,8 @@ Usage::
     bash scripts/test --durations=0 --durations-min=0.05 2>&1 | tee run.log
     .venv/bin/python scripts/test_durations.py run.log [--top 25]
 
-Times are per test as pytest measures them; under ``-n 2`` two workers run
-side by side, so the sums exceed the wall time (about twice it when both
-cores are busy).
+Times are per test as pytest measures them; under ``-n 3`` three workers
+run side by side, so the sums exceed the wall time (up to three times it).
 """
 
 from __future__ import annotations

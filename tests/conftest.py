@@ -376,7 +376,7 @@ def prometheus_binary() -> Path:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep each module's tests on one pytest-xdist worker (``scripts/test``
-    runs ``-n 2 --dist loadgroup``): a module's fixtures (a broker, a
+    runs ``-n 3 --dist loadgroup``): a module's fixtures (a broker, a
     cluster, a load scenario) then start once. A module that must share a
     heavy session fixture with other modules (one SparkSession, one Spark
     cluster) names a group of its own with ``pytest.mark.xdist_group``; this
@@ -388,7 +388,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     of tests), so the Spark group (the local session, the standalone
     cluster and the Connect server: one worker runs them one after the
     other, as side by side they starve each other on two cores) would
-    otherwise start last and leave the other worker idle at the end.
+    otherwise start last and leave the other workers idle at the end.
     Named groups, then the other broker modules, then the unit tests, which
     fill the gaps; a stable sort, so every module's tests stay in order."""
     for item in items:
