@@ -101,7 +101,7 @@ def test_bootstrap_labels_the_jars_folder_it_prints(tmp_path: Path) -> None:
     for name, body in (("python", "exit 0"), ("quotaform", "echo /cache/kafka-4.3.1/libs")):
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
         (bin_dir / name).chmod(0o755)
-    stamp = tmp_path / ".venv" / ".quotaform-installed"
+    stamp = tmp_path / ".venv" / ".quotaform-installed-bytecode"
     stamp.touch()
     os.utime(stamp, (2e9, 2e9))  # newer than pyproject.toml: nothing to install
     done = subprocess.run(
