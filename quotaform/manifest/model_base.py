@@ -24,7 +24,9 @@ from quotaform.kafka.units import render_raw
 __all__ = ["CONFIG", "ENTITY_FIELD_TYPES", "DefaultEntity", "EntitySpec", "reject_null"]
 
 #: Every manifest model's configuration.
-CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=False)
+CONFIG = ConfigDict(
+    extra="forbid", frozen=True, strict=True, populate_by_name=False, defer_build=True
+)
 
 #: Field names as the manifests spell them, for messages.
 YAML_NAMES = {
