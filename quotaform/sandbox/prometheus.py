@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -49,17 +48,15 @@ from quotaform.errors import SandboxError
 from quotaform.sandbox.jars import cache_root
 from quotaform.sandbox.processes import (
     CHILDREN,
-    LOG_TAIL_LINES,
     cmdline,
     free_port,
     is_alive,
     log_tail,
     spawn_group,
-    tail_text,
     terminate_group,
     wait_for,
 )
-from quotaform.sandbox.promtool_build import PROMTOOL_CHANGE, build_promtool
+from quotaform.sandbox.promtool_build import PROMTOOL_CHANGE, build_promtool, run_go
 
 __all__ = [
     "PROMETHEUS_MODULE",
@@ -257,33 +254,9 @@ def _build(go: str, gobin: Path, names: Sequence[str], timeout_s: float) -> dict
 
 def _go_install(go: str, gobin: Path, names: Sequence[str], timeout_s: float) -> None:
     packages = [f"{PROMETHEUS_TOOLS[name]}@{PROMETHEUS_VERSION}" for name in names]
-    cmd = [go, "install", *_GO_ARGS, *packages]
-    env = {**os.environ, "GOBIN": str(gobin), **_GO_ENV}
-    log.info("running GOBIN=%s %s", gobin, " ".join(cmd))
-    try:
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            cwd=gobin,  # outside any Go module of the caller
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SandboxError(
-            f"Building Prometheus ({' '.join(cmd)}) did not finish within {timeout_s:g} s; "
-            "check network access to the Go module proxy (GOPROXY) and retry."
-        ) from exc
-    except OSError as exc:
-        raise SandboxError(f"Could not run {go}: {exc}") from exc
-    if proc.returncode != 0:
-        raise SandboxError(
-            f"Building Prometheus failed (exit {proc.returncode}): {' '.join(cmd)}. "
-            "Check the Go version (1.24+) and access to the Go module proxy. "
-            f"Output (tail):\n{tail_text(proc.stdout + proc.stderr, LOG_TAIL_LINES)}"
-        )
+    env = {"GOBIN": str(gobin), **_GO_ENV}
+    # in gobin: outside any Go module of the caller
+    run_go(go, ["install", *_GO_ARGS, *packages], gobin, env, timeout_s, what="Prometheus")
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ from pathlib import Path
 from quotaform.errors import SandboxError
 from quotaform.sandbox.processes import LOG_TAIL_LINES, tail_text
 
-__all__ = ["PROMTOOL_CHANGE", "build_promtool", "without_kubernetes"]
+__all__ = ["PROMTOOL_CHANGE", "build_promtool", "run_go", "without_kubernetes"]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def build_promtool(
             hold the import and the ``case`` exactly once each.
     """
     fetched = json.loads(
-        _go(go, ["mod", "download", "-json", f"{_MODULE}@{version}"], gobin, env, timeout_s)
+        run_go(go, ["mod", "download", "-json", f"{_MODULE}@{version}"], gobin, env, timeout_s)
     )
     upstream = Path(fetched["Dir"])
     work = gobin / "promtool-src"
@@ -100,7 +100,7 @@ def build_promtool(
                 text = without_kubernetes(text, source)
             (work / source.name).write_text(text, encoding="utf-8")
     built = gobin / "promtool"
-    _go(go, ["build", "-mod=readonly", *go_args, "-o", str(built), "."], work, env, timeout_s)
+    run_go(go, ["build", "-mod=readonly", *go_args, "-o", str(built), "."], work, env, timeout_s)
     return built
 
 
@@ -120,8 +120,22 @@ def without_kubernetes(main: str, where: Path) -> str:
     return main.replace(_IMPORT, "", 1).replace(_CASE, "", 1)
 
 
-def _go(go: str, args: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float) -> str:
-    """Run ``go args`` in ``cwd``; its standard output."""
+def run_go(
+    go: str,
+    args: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    *,
+    what: str = "promtool",
+) -> str:
+    """Run ``go args`` in ``cwd`` with ``env`` over the caller's environment;
+    its standard output. ``what`` names the build in errors.
+
+    Raises:
+        SandboxError: ``go`` could not run, failed (with the tail of its
+            output) or ran over ``timeout_s`` seconds.
+    """
     cmd = [go, *args]
     log.info("running %s (in %s)", " ".join(cmd), cwd)
     try:
@@ -137,14 +151,14 @@ def _go(go: str, args: list[str], cwd: Path, env: Mapping[str, str], timeout_s: 
         )
     except subprocess.TimeoutExpired as exc:
         raise SandboxError(
-            f"Building promtool ({' '.join(cmd)}) did not finish within {timeout_s:g} s; "
+            f"Building {what} ({' '.join(cmd)}) did not finish within {timeout_s:g} s; "
             "check network access to the Go module proxy (GOPROXY) and retry."
         ) from exc
     except OSError as exc:
         raise SandboxError(f"Could not run {go}: {exc}") from exc
     if proc.returncode != 0:
         raise SandboxError(
-            f"Building promtool failed (exit {proc.returncode}): {' '.join(cmd)}. "
+            f"Building {what} failed (exit {proc.returncode}): {' '.join(cmd)}. "
             "Check the Go version (1.24+) and access to the Go module proxy. "
             f"Output (tail):\n{tail_text(proc.stdout + proc.stderr, LOG_TAIL_LINES)}"
         )
