@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from quotaform.cluster.wire.types import FilterComponent
@@ -56,8 +55,7 @@ def shape_filter(shape: Iterable[str]) -> list[FilterComponent]:
 
 
 def describe_shapes(reader: QuotaReader, shapes: Iterable[Shape]) -> dict[Entity, dict[str, float]]:
-    """Every live entity of ``shapes``: one strict DescribeClientQuotas per
-    shape, side by side.
+    """Every live entity of ``shapes``: one strict DescribeClientQuotas per shape.
 
     Returns:
         ``{entity: {quota key: quota value}}`` over all the shapes.
@@ -67,24 +65,9 @@ def describe_shapes(reader: QuotaReader, shapes: Iterable[Shape]) -> dict[Entity
             lacks DESCRIBE_CONFIGS on CLUSTER).
     """
     live: dict[Entity, dict[str, float]] = {}
-    for described in _each_shape(reader, list(shapes)):
-        live.update(described)
+    for shape in shapes:
+        live.update(reader.describe_client_quotas(shape_filter(shape), strict=True))
     return live
-
-
-def _each_shape(reader: QuotaReader, shapes: list[Shape]) -> list[dict[Entity, dict[str, float]]]:
-    """One strict DescribeClientQuotas per shape, side by side through the
-    one client (independent reads: Kafka answers each from its metadata
-    image); the answers in ``shapes``' order. A failed describe raises its
-    error (the first in ``shapes``' order when several fail)."""
-    if len(shapes) <= 1:
-        return [reader.describe_client_quotas(shape_filter(s), strict=True) for s in shapes]
-    with ThreadPoolExecutor(max_workers=len(shapes), thread_name_prefix="describe") as pool:
-        futures = [
-            pool.submit(reader.describe_client_quotas, shape_filter(s), strict=True)
-            for s in shapes
-        ]
-    return [future.result() for future in futures]
 
 
 def read_live_state(
@@ -96,8 +79,7 @@ def read_live_state(
 ) -> LiveState:
     """Describe every entity shape once, strictly, and split by scope.
 
-    One DescribeClientQuotas per shape (at most four), side by side through
-    the one client: the owned shapes give
+    One DescribeClientQuotas per shape (at most four): the owned shapes give
     the live state, prefix rules are applied client-side (Kafka has no prefix
     match). With ``count_unmanaged`` the shapes the scope does not own are
     described too: what the plan leaves alone is counted per shape and kept
@@ -114,9 +96,9 @@ def read_live_state(
     entities: dict[Entity, dict[str, float]] = {}
     outside: dict[Entity, dict[str, float]] = {}
     by_shape: dict[str, int] = {}
-    for shape, described in zip(shapes, _each_shape(reader, list(shapes)), strict=True):
+    for shape in shapes:
         count = 0
-        for entity, quotas in described.items():
+        for entity, quotas in describe_shapes(reader, [shape]).items():
             if scope.contains(entity):
                 entities[entity] = quotas
             else:
