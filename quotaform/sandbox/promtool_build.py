@@ -75,9 +75,8 @@ def build_promtool(
             (with the tail of its output); the release's ``main.go`` does not
             hold the import and the ``case`` exactly once each.
     """
-    fetched = json.loads(
-        run_go(go, ["mod", "download", "-json", f"{_MODULE}@{version}"], gobin, env, timeout_s)
-    )
+    download = ["mod", "download", "-json", f"{_MODULE}@{version}"]
+    fetched = json.loads(run_go(go, download, gobin, env, timeout_s, what="promtool"))
     upstream = Path(fetched["Dir"])
     work = gobin / "promtool-src"
     work.mkdir()
@@ -100,7 +99,8 @@ def build_promtool(
                 text = without_kubernetes(text, source)
             (work / source.name).write_text(text, encoding="utf-8")
     built = gobin / "promtool"
-    run_go(go, ["build", "-mod=readonly", *go_args, "-o", str(built), "."], work, env, timeout_s)
+    build = ["build", "-mod=readonly", *go_args, "-o", str(built), "."]
+    run_go(go, build, work, env, timeout_s, what="promtool")
     return built
 
 
@@ -127,7 +127,7 @@ def run_go(
     env: Mapping[str, str],
     timeout_s: float,
     *,
-    what: str = "promtool",
+    what: str,
 ) -> str:
     """Run ``go args`` in ``cwd`` with ``env`` over the caller's environment;
     its standard output. ``what`` names the build in errors.
