@@ -10,11 +10,12 @@ broker reaches the terminal raw.
 
 from __future__ import annotations
 
+import builtins
 import enum
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 if TYPE_CHECKING:  # rich is imported when something is printed, not by --help
     from rich.console import Console
@@ -30,6 +31,7 @@ __all__ = [
     "safe_text",
     "say",
     "say_plain",
+    "writes_plain",
 ]
 
 
@@ -48,6 +50,35 @@ def colourless() -> bool:
     given, so a caller may write it without making one (rich costs about
     20 ms to import, a tenth of a small plan)."""
     return not _COLOUR["on"] or bool(os.environ.get("NO_COLOR"))
+
+
+#: The environment variables rich reads to decide that a stream is a terminal
+#: (or a notebook): with any of them set, rich decides.
+_RICH_TERMINAL_HINTS = (
+    "FORCE_COLOR",
+    "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE",
+    "DATABRICKS_RUNTIME_VERSION",
+)
+
+
+def writes_plain(stream: TextIO) -> bool:
+    """Whether a console :func:`make_console` makes for ``stream`` would write
+    text exactly as given (no colour), told without importing rich: the
+    stream is no terminal (``isatty``), none of the environment variables
+    rich reads to force one is set, and no notebook (IPython's
+    ``get_ipython``) runs. Rule from rich's ``Console.is_terminal`` and
+    ``_detect_color_system``; where it is unsure, the answer is ``False`` and
+    rich decides. A report piped to a file or a CI log is then written
+    without importing rich (about 20 ms)."""
+    if any(os.environ.get(name) is not None for name in _RICH_TERMINAL_HINTS):
+        return False
+    if hasattr(builtins, "get_ipython"):
+        return False
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -116,12 +147,13 @@ def emit(
     """Print ``report`` rendered for ``output``: JSON and markdown as plain text
     on standard output, text through ``console`` (colour on a terminal).
     ``plain``, the text rendering's ``.plain`` made without rich, is written
-    as is when no console is given and colour is off (:func:`colourless`)."""
+    as is when no console is given and colour is off (:func:`colourless`,
+    or standard output is no terminal: :func:`writes_plain`)."""
     if output is OutputFormat.json:
         sys.stdout.write(json(report))
     elif output is OutputFormat.markdown:
         sys.stdout.write(markdown(report))
-    elif console is None and plain is not None and colourless():
+    elif console is None and plain is not None and (colourless() or writes_plain(sys.stdout)):
         sys.stdout.write(plain(report) + "\n")
     else:
         print_text(console or make_console(), text(report))

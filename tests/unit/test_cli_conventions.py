@@ -17,14 +17,17 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import click
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from quotaform.cli import output
 from quotaform.cli.app import COMMANDS, app
 from quotaform.cli.describe import selection
+from quotaform.cli.output import make_console, writes_plain
 from quotaform.cluster.wire.types import FilterComponent
 from quotaform.errors import ClusterConfigError
 from quotaform.formats.planfile import write_plan_file
@@ -167,6 +170,36 @@ def test_help_is_fast_and_imports_no_command() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+#: Counts the collector's runs while a command's module is imported, first as
+#: :func:`quotaform.cli.app.main` imports it, then plainly (the control).
+_COLLECTIONS = """
+import gc, importlib, json, sys
+runs = []
+gc.callbacks.append(lambda phase, info: runs.append(phase) if phase == "start" else None)
+from quotaform.cli.app import _import_command
+runs.clear()
+if sys.argv[1] == "paused":
+    _import_command(["-v", sys.argv[2], "x.yaml"])
+else:
+    importlib.import_module("quotaform.cli." + sys.argv[2])
+print(json.dumps({"runs": len(runs), "frozen": gc.get_freeze_count(), "on": gc.isenabled()}))
+"""
+
+
+@pytest.mark.parametrize("command", ["plan", "apply", "explain"])
+def test_a_command_is_imported_with_the_collector_paused_then_frozen(command: str) -> None:
+    def run(how: str) -> dict[str, Any]:
+        argv = [sys.executable, "-c", _COLLECTIONS, how, command]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True)
+        return cast(dict[str, Any], json.loads(out.stdout))
+
+    plain, paused = run("plain"), run("paused")
+    assert plain["runs"] > 10 and plain["frozen"] == 0  # the control: imports collect
+    assert paused["runs"] == 0
+    assert paused["frozen"] > 50_000  # what the imports made is never scanned again
+    assert paused["on"]  # the command itself runs with the collector
 
 
 # ----------------------------------------------------------------- output streams
@@ -418,3 +451,45 @@ def test_the_readme_says_how_to_run_quotaform_after_set_up() -> None:
     assert doc_text("docs/pipelines.md").startswith(
         "# Pipelines and reviews\n\n`examples/ci/workflows/`"
     )
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"FORCE_COLOR": "1"},
+        {"FORCE_COLOR": ""},
+        {"TTY_COMPATIBLE": "1"},
+        {"TTY_COMPATIBLE": "0"},
+    ],
+)
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_report_is_written_without_rich_only_where_rich_writes_plain_text(
+    env: dict[str, str], terminal: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pty
+
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setitem(output._COLOUR, "on", True)  # as if no --no-color ran before
+    if terminal:
+        leader, follower = pty.openpty()  # the leader stays open: a hung-up tty is none
+        stream = open(follower, "w", encoding="utf-8")  # noqa: SIM115
+    else:
+        reader, writer = os.pipe()
+        os.close(reader)
+        stream = open(writer, "w", encoding="utf-8")  # noqa: SIM115
+    with stream:
+        monkeypatch.setattr(sys, "stdout", stream)
+        plain = writes_plain(stream)
+        console = make_console()
+        if plain:
+            assert console.color_system is None  # rich, asked, writes plain text too
+        assert plain is (not terminal and not env)  # the control: a terminal is styled
+        if terminal and not env:
+            assert console.color_system is not None
+    if terminal:
+        os.close(leader)
