@@ -61,12 +61,11 @@ class _QuotaformGroup(TyperGroup):
         if name not in COMMANDS:
             return None
         if name not in self.commands:
-            module_name, summary = COMMANDS[name]
-            module = importlib.import_module(f"quotaform.cli.{module_name}")
+            module = importlib.import_module(_module_of(name))
             one = typer.Typer(rich_markup_mode=None, add_completion=False)
             module.register(one)
             command = typer.main.get_group(one).commands[name]
-            command.short_help = summary
+            command.short_help = COMMANDS[name][1]
             _plain_metavars(command)
             self.commands[name] = command
         return self.commands[name]
@@ -99,6 +98,11 @@ class _QuotaformGroup(TyperGroup):
 
 #: Root options also accepted after the command (``plan x -no-color``, as in Terraform).
 GLOBAL_FLAGS = frozenset({"-v", "--verbose", "--no-color", "-no-color"})
+
+
+def _module_of(command: str) -> str:
+    """The module that defines ``command`` (a key of :data:`COMMANDS`)."""
+    return f"quotaform.cli.{COMMANDS[command][0]}"
 
 
 def _command_index(args: list[str]) -> int | None:
@@ -257,16 +261,16 @@ def _import_command(args: list[str]) -> None:
     (``gc.freeze``), they are never scanned again; the command itself runs
     with the collector as usual, so a long ``storage watch`` frees its
     garbage. ``quotaform plan`` of 100 entities: 0.47 -> 0.36 s
-    (benchmarks/README.md). One command per process
-    is the entry point's use: objects alive before a second call in the same
-    process stay frozen until it exits."""
+    (benchmarks/README.md). One command per process is the entry point's use:
+    objects alive before a second call in the same process stay frozen until
+    it exits."""
     index = _command_index(args)
     if index is None:
         return
     enabled = gc.isenabled()
     gc.disable()
     try:
-        importlib.import_module(f"quotaform.cli.{COMMANDS[args[index]][0]}")
+        importlib.import_module(_module_of(args[index]))
     finally:
         gc.freeze()
         if enabled:

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 
 from quotaform.errors import SandboxError
+from quotaform.sandbox.processes import run_build_tool, tail_text
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
@@ -188,7 +189,8 @@ def _check_java_version(java: str) -> None:
     if proc.returncode != 0 or major is None:
         raise SandboxError(
             f"{java} -version failed or printed no version (exit {proc.returncode}): "
-            f"{_tail(output)}. Install Java {MIN_JAVA_MAJOR}+ or set JAVA_HOME."
+            f"{tail_text(output, _OUTPUT_TAIL_LINES)}. Install Java {MIN_JAVA_MAJOR}+ or set "
+            "JAVA_HOME."
         )
     if major < MIN_JAVA_MAJOR:
         raise SandboxError(
@@ -405,29 +407,14 @@ def _run_maven(
         "-f",
         str(pom),
     ]
-    log.info("running %s", " ".join(cmd))
-    try:
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=_MVN_TIMEOUT_S,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SandboxError(
-            f"Maven did not finish fetching {coords} within {_MVN_TIMEOUT_S} s; "
-            f"check network access to Maven Central (or your mirror in ~/.m2/settings.xml)."
-        ) from exc
-    except OSError as exc:
-        raise SandboxError(f"Could not run Maven ({mvn}): {exc}") from exc
-    if proc.returncode != 0:
-        raise SandboxError(
-            f"Maven failed (exit {proc.returncode}) fetching {coords} "
-            f"(pom: {pom}). Check the version exists on Maven Central and that "
-            f"Maven can reach it. Maven output (tail):\n{_tail(proc.stdout + proc.stderr)}"
-        )
+    run_build_tool(
+        cmd,
+        doing=f"Maven fetching {coords}",
+        advice="Check the version exists on Maven Central and that Maven can reach it.",
+        timeout_advice="check network access to Maven Central (or your mirror in "
+        "~/.m2/settings.xml).",
+        timeout_s=_MVN_TIMEOUT_S,
+    )
 
 
 def log4j2_config_path() -> Path:
@@ -527,7 +514,9 @@ def run_kafka_tool(
     if proc.returncode != 0 and _VM_INIT_ERROR in proc.stderr + proc.stdout:
         # No base CDS archive in this JDK: dynamic archiving stops the JVM from starting.
         log.info("class-data sharing unavailable for %s; running without it", java)
-        unsupported.write_text(_tail(proc.stderr + proc.stdout) + "\n", encoding="utf-8")
+        unsupported.write_text(
+            tail_text(proc.stderr + proc.stdout, _OUTPUT_TAIL_LINES) + "\n", encoding="utf-8"
+        )
         return _run_tool(java, libs, main_class, args, timeout_s, None)
     return proc
 
@@ -591,8 +580,3 @@ def _progress(on_progress: Callable[[str], None] | None, message: str) -> None:
     log.info("%s", message)
     if on_progress is not None:
         on_progress(message)
-
-
-def _tail(text: str, lines: int = _OUTPUT_TAIL_LINES) -> str:
-    kept = [line for line in text.strip().splitlines() if line.strip()]
-    return "\n".join(kept[-lines:]) if kept else "(no output)"

@@ -12,7 +12,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from quotaform.errors import SandboxError
@@ -113,6 +113,53 @@ def tail_text(text: str, lines: int) -> str:
     """The last ``lines`` non-blank lines of ``text`` (``(empty)`` if none)."""
     kept = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(kept[-lines:]) if kept else "(empty)"
+
+
+def run_build_tool(
+    cmd: Sequence[str],
+    *,
+    doing: str,
+    advice: str,
+    timeout_advice: str,
+    timeout_s: float,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Run a build or fetch tool (``go``, ``mvn``) to its end, without input;
+    its standard output. ``doing`` names the step in errors (``"Building
+    promtool"``); ``env`` ``None``: the caller's environment.
+
+    Raises:
+        SandboxError: the tool could not start; it ran over ``timeout_s``
+            seconds (``DOING (CMD) did not finish within N s; TIMEOUT_ADVICE``);
+            it failed (``DOING failed (exit N): CMD. ADVICE``, with the last
+            :data:`LOG_TAIL_LINES` lines of its output).
+    """
+    shown = " ".join(cmd)
+    log.info("running %s%s", shown, f" (in {cwd})" if cwd is not None else "")
+    try:
+        proc = subprocess.run(
+            list(cmd),
+            capture_output=True,
+            text=True,
+            env=None if env is None else dict(env),
+            timeout=timeout_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SandboxError(
+            f"{doing} ({shown}) did not finish within {timeout_s:g} s; {timeout_advice}"
+        ) from exc
+    except OSError as exc:
+        raise SandboxError(f"Could not run {cmd[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        raise SandboxError(
+            f"{doing} failed (exit {proc.returncode}): {shown}. {advice} Output (tail):\n"
+            f"{tail_text(proc.stdout + proc.stderr, LOG_TAIL_LINES)}"
+        )
+    return proc.stdout
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

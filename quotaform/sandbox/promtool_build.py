@@ -22,18 +22,14 @@ code unchanged.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from quotaform.errors import SandboxError
-from quotaform.sandbox.processes import LOG_TAIL_LINES, tail_text
+from quotaform.sandbox.processes import run_build_tool
 
 __all__ = ["PROMTOOL_CHANGE", "build_promtool", "run_go", "without_kubernetes"]
-
-log = logging.getLogger(__name__)
 
 #: What the copy changes in ``cmd/promtool/main.go``: the import and the one
 #: ``case`` that uses it (Prometheus v0.316.0's text, tabs as in the file).
@@ -136,30 +132,12 @@ def run_go(
         SandboxError: ``go`` could not run, failed (with the tail of its
             output) or ran over ``timeout_s`` seconds.
     """
-    cmd = [go, *args]
-    log.info("running %s (in %s)", " ".join(cmd), cwd)
-    try:
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env},
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            cwd=cwd,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SandboxError(
-            f"Building {what} ({' '.join(cmd)}) did not finish within {timeout_s:g} s; "
-            "check network access to the Go module proxy (GOPROXY) and retry."
-        ) from exc
-    except OSError as exc:
-        raise SandboxError(f"Could not run {go}: {exc}") from exc
-    if proc.returncode != 0:
-        raise SandboxError(
-            f"Building {what} failed (exit {proc.returncode}): {' '.join(cmd)}. "
-            "Check the Go version (1.24+) and access to the Go module proxy. "
-            f"Output (tail):\n{tail_text(proc.stdout + proc.stderr, LOG_TAIL_LINES)}"
-        )
-    return proc.stdout
+    return run_build_tool(
+        [go, *args],
+        doing=f"Building {what}",
+        advice="Check the Go version (1.24+) and access to the Go module proxy.",
+        timeout_advice="check network access to the Go module proxy (GOPROXY) and retry.",
+        timeout_s=timeout_s,
+        cwd=cwd,
+        env={**os.environ, **env},
+    )

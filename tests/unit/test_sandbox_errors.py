@@ -281,3 +281,33 @@ def test_extra_broker_properties_are_appended_and_line_breaks_refused(tmp_path: 
     assert properties.read_text(encoding="utf-8").count("\n") == 3  # nothing half-written
     command = kafka_java_command("java", tmp_path, "kafka.Kafka", [], classpath=[Path("/cb")])
     assert command[1:3] == ["-cp", f"{tmp_path}/*{os.pathsep}/cb"]
+
+
+# ----------------------------------------------------------- build and fetch tools
+
+
+def test_a_build_tool_that_fails_times_out_or_is_missing_is_one_sandbox_error(
+    tmp_path: Path,
+) -> None:
+    from quotaform.sandbox.processes import run_build_tool
+
+    def run(cmd: list[str], timeout_s: float = 10) -> str:
+        return run_build_tool(
+            cmd,
+            doing="Building x",
+            advice="Check y.",
+            timeout_advice="check z.",
+            timeout_s=timeout_s,
+        )
+
+    assert run(["sh", "-c", "echo built"]) == "built\n"
+    with pytest.raises(SandboxError) as failed:
+        run(["sh", "-c", "echo one; echo two >&2; exit 3"])
+    assert str(failed.value).startswith("Building x failed (exit 3): sh -c ")
+    assert "Check y. Output (tail):\none\ntwo" in str(failed.value)
+    with pytest.raises(
+        SandboxError, match=r"Building x \(sleep 5\) did not finish within 0.2 s; check z"
+    ):
+        run(["sleep", "5"], timeout_s=0.2)
+    with pytest.raises(SandboxError, match=r"Could not run .*no-such-tool"):
+        run([str(tmp_path / "no-such-tool")])
